@@ -1,0 +1,228 @@
+"""Stored baselines: one folder per GPU fingerprint, one JSON file per test module.
+
+    baselines/<device key>/<test module>.json
+    {
+      "schema": "pytest-gpuperf/baselines/1",
+      "device": {...fingerprint, versions recorded but not part of the key...},
+      "entries": {"test_name[params]::variant": {"median_s": ..., "ci_low_s": ..., ...}}
+    }
+
+Files are validated on read: a corrupt file or one of another schema is an error naming
+the file and the field, and is never overwritten. Updates take a file lock, re-read the
+file under it, merge (other tests' entries are kept) and replace the file atomically, so
+concurrent pytest processes or xdist workers lose nothing.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from filelock import FileLock
+
+from pytest_gpuperf.errors import BaselineFileError
+from pytest_gpuperf.files import atomic_write_json
+from pytest_gpuperf.stats import Interval
+
+SCHEMA = "pytest-gpuperf/baselines/1"
+LOCK_TIMEOUT_S = 120.0
+_NUMBER_FIELDS = ("median_s", "ci_low_s", "ci_high_s")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A stored measurement of one variant of one test."""
+
+    median_s: float
+    ci_low_s: float
+    ci_high_s: float
+    confidence: float
+    n: int
+    spread: float
+    mode: str
+    method: str
+    recorded_at: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def interval(self) -> Interval:
+        return Interval(self.median_s, self.ci_low_s, self.ci_high_s, self.confidence)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            "median_s": self.median_s,
+            "ci_low_s": self.ci_low_s,
+            "ci_high_s": self.ci_high_s,
+            "confidence": self.confidence,
+            "n": self.n,
+            "spread": self.spread,
+            "mode": self.mode,
+            "method": self.method,
+            "recorded_at": self.recorded_at,
+        }
+        data.update(self.extra)
+        return data
+
+    @classmethod
+    def from_measurement(cls, m: Mapping[str, Any]) -> "Entry":
+        """From a Measurement summary (``Measurement.summary()``)."""
+        extra = {k: m[k] for k in ("bytes", "flops", "batch", "throttled") if m.get(k) is not None}
+        return cls(
+            median_s=m["median_s"],
+            ci_low_s=m["ci_low_s"],
+            ci_high_s=m["ci_high_s"],
+            confidence=m["confidence"],
+            n=m["n"],
+            spread=m["spread"],
+            mode=m["mode"],
+            method=m["method"],
+            recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            extra=extra,
+        )
+
+
+def _fail(path: Path, field_name: str, problem: str) -> BaselineFileError:
+    return BaselineFileError(
+        f"baseline file {path}: field {field_name!r} {problem}. Fix the file or restore it from version "
+        f"control; to start over for this GPU delete it and run with --gpu-perf-update-baselines."
+    )
+
+
+def _parse_entry(path: Path, key: str, raw: Any) -> Entry:
+    where = f"entries.{key}"
+    if not isinstance(raw, dict):
+        raise _fail(path, where, f"must be an object, got {type(raw).__name__}")
+    for name in _NUMBER_FIELDS:
+        value = raw.get(name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+            raise _fail(path, f"{where}.{name}", f"must be a positive number, got {value!r}")
+    if not raw["ci_low_s"] <= raw["median_s"] <= raw["ci_high_s"]:
+        raise _fail(path, where, "must satisfy ci_low_s <= median_s <= ci_high_s")
+    confidence = raw.get("confidence")
+    if not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
+        raise _fail(path, f"{where}.confidence", f"must be a number between 0 and 1, got {confidence!r}")
+    n = raw.get("n")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise _fail(path, f"{where}.n", f"must be a positive integer, got {n!r}")
+    for name in ("mode", "method", "recorded_at"):
+        if not isinstance(raw.get(name), str):
+            raise _fail(path, f"{where}.{name}", f"must be a string, got {raw.get(name)!r}")
+    if raw["mode"] not in ("cold", "hot"):
+        raise _fail(path, f"{where}.mode", f"must be 'cold' or 'hot', got {raw['mode']!r}")
+    known = {"median_s", "ci_low_s", "ci_high_s", "confidence", "n", "spread", "mode", "method", "recorded_at"}
+    return Entry(
+        median_s=float(raw["median_s"]),
+        ci_low_s=float(raw["ci_low_s"]),
+        ci_high_s=float(raw["ci_high_s"]),
+        confidence=float(confidence),
+        n=n,
+        spread=float(raw.get("spread", 0.0)),
+        mode=raw["mode"],
+        method=raw["method"],
+        recorded_at=raw["recorded_at"],
+        extra={k: v for k, v in raw.items() if k not in known},
+    )
+
+
+@dataclass
+class BaselineFile:
+    path: Path
+    device: dict[str, Any]
+    entries: dict[str, Entry]
+
+    @classmethod
+    def read(cls, path: Path) -> "BaselineFile | None":
+        """The validated file, or None when it does not exist."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise BaselineFileError(f"baseline file {path} cannot be read: {exc}") from exc
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BaselineFileError(
+                f"baseline file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
+                "Fix it or restore it from version control; it will not be overwritten."
+            ) from None
+        if not isinstance(data, dict):
+            raise _fail(path, "<top level>", "must be a JSON object")
+        if data.get("schema") != SCHEMA:
+            raise _fail(path, "schema", f"must be {SCHEMA!r}, got {data.get('schema')!r} (written by another version?)")
+        if not isinstance(data.get("device"), dict):
+            raise _fail(path, "device", "must be an object describing the GPU")
+        entries = data.get("entries")
+        if not isinstance(entries, dict):
+            raise _fail(path, "entries", "must be an object mapping test::variant to measurements")
+        return cls(path, data["device"], {k: _parse_entry(path, k, v) for k, v in entries.items()})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "device": self.device,
+            "entries": {k: self.entries[k].to_json() for k in sorted(self.entries)},
+        }
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry written by an update: old is None for a new entry."""
+
+    file: str
+    key: str
+    old: Entry | None
+    new: Entry
+
+    @property
+    def delta(self) -> float | None:
+        return self.new.median_s / self.old.median_s - 1.0 if self.old else None
+
+
+def module_file_name(module_path: str) -> str:
+    """'tests/merge/test_perf.py' -> 'tests.merge.test_perf.json'."""
+    stem = module_path[:-3] if module_path.endswith(".py") else module_path
+    return re.sub(r"[^A-Za-z0-9_.-]+", ".", stem.replace("\\", "/").replace("/", ".")).strip(".") + ".json"
+
+
+class BaselineStore:
+    """Reads and updates ``<root>/<device key>/<module>.json`` files, caching reads per process."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._cache: dict[Path, BaselineFile | None] = {}
+
+    def path_for(self, device_key: str, module_path: str) -> Path:
+        return self.root / device_key / module_file_name(module_path)
+
+    def load(self, device_key: str, module_path: str) -> BaselineFile | None:
+        path = self.path_for(device_key, module_path)
+        if path not in self._cache:
+            self._cache[path] = BaselineFile.read(path)
+        return self._cache[path]
+
+    def lookup(self, device_key: str, module_path: str, key: str) -> Entry | None:
+        f = self.load(device_key, module_path)
+        return f.entries.get(key) if f else None
+
+    def update(
+        self, device_key: str, module_path: str, device: Mapping[str, Any], entries: Mapping[str, Entry]
+    ) -> list[Change]:
+        """Merge ``entries`` into the file under a lock; return what changed."""
+        path = self.path_for(device_key, module_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
+            current = BaselineFile.read(path) or BaselineFile(path, dict(device), {})
+            changes = [Change(str(path), k, current.entries.get(k), e) for k, e in sorted(entries.items())]
+            current.entries.update(entries)
+            current.device = dict(device)
+            atomic_write_json(path, current.to_json())
+        self._cache.pop(path, None)
+        return changes
+
+    def files(self) -> Iterable[Path]:
+        return sorted(self.root.glob("*/*.json"))

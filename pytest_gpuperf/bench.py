@@ -1,0 +1,54 @@
+"""Time callables outside pytest (sweeps, notebooks) with the same engine the fixture uses."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from pytest_gpuperf.device import DeviceInfo, probe
+from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.results import CacheMode, Comparison, Measurement, Variant
+from pytest_gpuperf.timing.sampler import SamplingPolicy, compare, measure
+
+
+@functools.cache
+def _backend(ordinal: int) -> tuple[DeviceInfo, Any]:
+    device = probe(ordinal)
+    if not isinstance(device, DeviceInfo):
+        raise GpuPerfError(f"no GPU to time on: {device.reason}")
+    from pytest_gpuperf.timing.cupy_backend import CupyBackend
+
+    return device, CupyBackend(device)
+
+
+def device(ordinal: int = 0) -> DeviceInfo:
+    return _backend(ordinal)[0]
+
+
+def time_callable(
+    launch: Callable[[], Any],
+    *,
+    name: str = "callable",
+    cache: CacheMode = "cold",
+    bytes: int | None = None,
+    flops: int | None = None,
+    ordinal: int = 0,
+    policy: SamplingPolicy | None = None,
+) -> Measurement:
+    """GPU time per call of ``launch`` (which enqueues work on the current CuPy stream)."""
+    info, backend = _backend(ordinal)
+    variant = Variant(name, launch, bytes=bytes, flops=flops)
+    return measure(backend, variant, policy or SamplingPolicy(), cache, info.key)
+
+
+def compare_callables(
+    fast: Variant,
+    baseline: Variant,
+    *,
+    at_least: float | None = None,
+    cache: CacheMode = "cold",
+    ordinal: int = 0,
+    policy: SamplingPolicy | None = None,
+) -> Comparison:
+    """Interleaved measurement of two variants, as ``gpu_perf.assert_speedup`` does, without asserting."""
+    info, backend = _backend(ordinal)
+    return compare(backend, fast, baseline, policy or SamplingPolicy(), at_least, cache, info.key)

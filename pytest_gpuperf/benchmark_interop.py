@@ -1,0 +1,52 @@
+"""GPU results in pytest-benchmark's storage, JSON (--benchmark-json) and comparison tables.
+
+Each measured variant becomes one pytest-benchmark entry whose samples are GPU seconds per
+launch (not host wall time), grouped per test so a table compares a test's variants. The
+GPU-specific statistics (interval, cache mode, method) travel in ``extra_info``.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+
+def add_measurement(config: pytest.Config, record: dict[str, Any]) -> bool:
+    """Append one measurement record to pytest-benchmark's session; False when it is not active."""
+    session = getattr(config, "_benchmarksession", None)
+    if session is None or getattr(session, "disabled", True) or not record.get("samples"):
+        return False
+    from pytest_benchmark.stats import Metadata
+
+    m = record["measurement"]
+    test = record["test"].split("::", 1)[-1]
+    param = test[test.index("[") + 1 : -1] if test.endswith("]") and "[" in test else None
+    fixture = SimpleNamespace(
+        name=f"{test}::{m['name']}",
+        fullname=f"{record['test']}::{m['name']}",
+        group=f"gpu: {test}",
+        param=param,
+        params=None,
+        extra_info={
+            "gpu": record["device"]["name"],
+            "gpu_key": record["device"]["key"],
+            "quantity": "GPU seconds per launch (CUDA events)",
+            "ci_low_s": m["ci_low_s"],
+            "ci_high_s": m["ci_high_s"],
+            "confidence": m["confidence"],
+            "mode": m["mode"],
+            "method": m["method"],
+            "batch": m["batch"],
+            "bytes": m["bytes"],
+            "flops": m["flops"],
+            "verdict": record["verdict"],
+        },
+        cprofile_stats=None,
+        has_error=False,
+    )
+    bench = Metadata(fixture, iterations=1, options={"timer": "pytest-gpuperf", "mode": m["mode"]})
+    for seconds in record["samples"]:
+        bench.update(seconds)
+    session.benchmarks.append(bench)
+    return True

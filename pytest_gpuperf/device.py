@@ -1,0 +1,122 @@
+"""The GPU under test: what it is, and the fingerprint its baselines are stored under.
+
+Probing imports CuPy lazily; on a machine without CUDA, a driver or CuPy, ``probe``
+returns a ``NoDevice`` with the reason instead of raising, so the plugin still loads and
+GPU tests skip with that reason.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One CUDA device. Name, capability, SM count and memory size form the baseline key;
+    the software versions are recorded beside results but are not part of the key."""
+
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    memory_bytes: int
+    l2_bytes: int
+    ordinal: int = 0
+    pci_bus_id: str = ""
+    uuid: str = ""
+    driver_version: str = ""
+    cuda_runtime_version: str = ""
+    cuda_driver_version: str = ""
+    cupy_version: str = ""
+    max_sm_clock_mhz: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def arch(self) -> str:
+        """``"sm90"`` for compute capability 9.0: the key of per-architecture margins."""
+        major, minor = self.compute_capability
+        return f"sm{major}{minor}"
+
+    @property
+    def key(self) -> str:
+        """Baseline fingerprint, e.g. ``nvidia-h200-sm90-132sm-140gib``."""
+        slug = re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-") or "gpu"
+        gib = round(self.memory_bytes / GIB)
+        return f"{slug}-{self.arch}-{self.sm_count}sm-{gib}gib"
+
+    def describe(self) -> str:
+        major, minor = self.compute_capability
+        return (
+            f"{self.name} (compute capability {major}.{minor}, {self.sm_count} SMs, "
+            f"{self.memory_bytes / GIB:.0f} GiB, L2 {self.l2_bytes / 2**20:.0f} MiB)"
+        )
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Everything recorded about the device in baselines and reports."""
+        data = asdict(self)
+        data.pop("extra")
+        data["compute_capability"] = "{}.{}".format(*self.compute_capability)
+        data["key"] = self.key
+        return data
+
+
+@dataclass(frozen=True)
+class NoDevice:
+    """Why no GPU can be used; the text becomes the skip reason."""
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def probe(ordinal: int) -> DeviceInfo | NoDevice:
+    """Describe CUDA device ``ordinal`` through CuPy (and NVML where available)."""
+    try:
+        import cupy
+    except ImportError as exc:
+        return NoDevice(f"CuPy is not installed ({exc}); install pytest-gpuperf[gpu]")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError without a driver
+        return NoDevice(f"no usable CUDA driver or GPU ({_one_line(exc)})")
+    if count == 0:
+        return NoDevice("no CUDA GPU is visible (getDeviceCount() == 0)")
+    if not 0 <= ordinal < count:
+        return NoDevice(f"GPU {ordinal} was asked for but only {count} GPU(s) are visible")
+    try:
+        props = cupy.cuda.runtime.getDeviceProperties(ordinal)
+        with cupy.cuda.Device(ordinal):
+            pci = cupy.cuda.Device(ordinal).pci_bus_id
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        runtime = cupy.cuda.runtime.runtimeGetVersion()
+        driver = cupy.cuda.runtime.driverGetVersion()
+    except Exception as exc:
+        return NoDevice(f"GPU {ordinal} could not be queried ({_one_line(exc)})")
+    uuid_raw = props.get("uuid", b"")
+    info = DeviceInfo(
+        name=name,
+        compute_capability=(int(props["major"]), int(props["minor"])),
+        sm_count=int(props["multiProcessorCount"]),
+        memory_bytes=int(props["totalGlobalMem"]),
+        l2_bytes=int(props["l2CacheSize"]),
+        ordinal=ordinal,
+        pci_bus_id=str(pci),
+        uuid=uuid_raw.hex() if isinstance(uuid_raw, bytes) else str(uuid_raw),
+        cuda_runtime_version=_cuda_version(runtime),
+        cuda_driver_version=_cuda_version(driver),
+        cupy_version=cupy.__version__,
+    )
+    from pytest_gpuperf.timing import nvml
+
+    return nvml.enrich(info)
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

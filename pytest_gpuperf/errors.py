@@ -1,0 +1,18 @@
+"""Errors the plugin raises; each message says what is wrong and how to fix it."""
+from __future__ import annotations
+
+
+class GpuPerfError(Exception):
+    """A measurement could not be made (CUDA error, bad callable, unusable device)."""
+
+
+class GpuPerfUsageError(GpuPerfError):
+    """A bad option, ini value, environment variable or marker argument."""
+
+
+class BaselineFileError(GpuPerfError):
+    """A stored baseline file is unreadable, corrupt or of another schema."""
+
+
+class GateFailure(AssertionError):
+    """A performance gate failed: a speedup below its margin, or a regression."""

@@ -1,0 +1,165 @@
+"""The ``gpu_perf`` fixture: measure variants, assert speedups, check stored baselines."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf.errors import GateFailure
+from pytest_gpuperf.gates import Verdict, regression_verdict
+from pytest_gpuperf.options import Settings
+from pytest_gpuperf.report import format_comparison_failure, format_regression_failure
+from pytest_gpuperf.results import Comparison, Measurement, Variant
+from pytest_gpuperf.session import RECORD_KEY, GpuPerfSession
+from pytest_gpuperf.stats import ratio_of_medians_ci
+from pytest_gpuperf.timing import sampler
+
+
+class GpuPerfInconclusive(UserWarning):
+    """A speedup claim could be neither confirmed nor refuted within the sampling budget."""
+
+
+class GpuPerf:
+    """Bound to one test: every result is recorded on the test's report."""
+
+    def __init__(self, session: GpuPerfSession, item: pytest.Item, settings: Settings):
+        self._session = session
+        self._item = item
+        self.settings = settings
+        device = session.device
+        assert isinstance(device, DeviceInfo)
+        self.device: DeviceInfo = device
+        self._module = _module_path(item)
+        self._test_key = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
+
+    # -- public API -------------------------------------------------------------------
+    def measure(self, variant: Variant, *, check_baseline: bool = True) -> Measurement:
+        """Time ``variant``; when ``check_baseline``, fail on a significant slowdown vs the stored baseline."""
+        with self._session.gpu_lock():
+            m = sampler.measure(
+                self._session.backend, variant, self._session.policy(self.settings), self._cache(), self.device.key
+            )
+        failure = self._record_measurement(m, check_baseline)
+        if failure:
+            raise GateFailure(failure)
+        return m
+
+    def assert_speedup(self, fast: Variant, baseline: Variant, at_least: float | None) -> Comparison:
+        """Measure both variants interleaved and assert ``t(baseline) / t(fast) >= at_least``.
+
+        ``at_least=None`` measures and records the speedup without gating (for an
+        architecture with no measured margin). Both variants are also checked against
+        their stored baselines.
+        """
+        if fast.name == baseline.name:
+            fast = Variant(fast.name + "#a", fast.launch, fast.bytes, fast.flops, fast.cache)
+            baseline = Variant(baseline.name + "#b", baseline.launch, baseline.bytes, baseline.flops, baseline.cache)
+        if at_least is not None and not at_least > 0:
+            raise ValueError(f"assert_speedup: at_least must be a positive ratio such as 1.10, got {at_least!r}")
+        with self._session.gpu_lock():
+            c = sampler.compare(
+                self._session.backend,
+                fast,
+                baseline,
+                self._session.policy(self.settings),
+                at_least,
+                self._cache(),
+                self.device.key,
+            )
+        failures = [f for f in (self._record_measurement(m, True) for m in (c.fast, c.baseline)) if f]
+        self._emit({"kind": "comparison", "test": self._item.nodeid, "comparison": c.summary()})
+        if c.verdict is Verdict.FAIL:
+            failures.insert(0, format_comparison_failure(c))
+        elif c.verdict is Verdict.INCONCLUSIVE:
+            text = format_comparison_failure(c)
+            if self.settings.inconclusive == "fail":
+                failures.insert(0, text)
+            else:
+                warnings.warn(GpuPerfInconclusive(text), stacklevel=2)
+        if failures:
+            raise GateFailure("\n\n".join(failures))
+        return c
+
+    def record(self, key: str, value: float, unit: str = "") -> None:
+        """Attach an extra figure (bandwidth fraction, TFLOP/s, ratio to a library) to the report."""
+        self._emit({"kind": "figure", "test": self._item.nodeid, "key": key, "value": float(value), "unit": unit})
+
+    def copy_bandwidth(self) -> float:
+        """This GPU's measured device-to-device copy bandwidth, bytes/s (read + write counted)."""
+        return self._session.copy_bandwidth()
+
+    # -- internals --------------------------------------------------------------------
+    def _cache(self) -> Any:
+        return self.settings.cache
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        self._item.user_properties.append((RECORD_KEY, record))
+
+    def _record_measurement(self, m: Measurement, check_baseline: bool) -> str | None:
+        """Record ``m`` and judge it against its stored baseline; return a failure message or None."""
+        key = f"{self._test_key}::{m.name}"
+        store = self._session.store
+        entry = store.lookup(self.device.key, self._module, key) if check_baseline else None
+        record: dict[str, Any] = {
+            "kind": "measurement",
+            "test": self._item.nodeid,
+            "module": self._module,
+            "key": key,
+            "device": self.device.fingerprint(),
+            "measurement": m.summary(),
+            "samples": list(m.samples),
+            "baseline": entry.to_json() if entry else None,
+            "regression": None,
+            "verdict": str(Verdict.MEASURED),
+        }
+        failure = None
+        if self.settings.update_baselines:
+            record["verdict"] = str(Verdict.RECORDED)
+        elif check_baseline and entry is None:
+            path = store.path_for(self.device.key, self._module)
+            message = (
+                f"no stored baseline for {key!r} on {self.device.key} (looked in {path}); "
+                "record one with: pytest --gpu-perf --gpu-perf-update-baselines"
+            )
+            record["note"] = message
+            self._emit(record)
+            if self.settings.missing_baseline == "fail":
+                return message
+            if self.settings.missing_baseline == "skip":
+                pytest.skip(message)
+            return None
+        elif entry is not None:
+            slowdown = ratio_of_medians_ci(
+                _interval(m), entry.interval, self.settings.confidence
+            )
+            verdict = regression_verdict(slowdown, self.settings.tolerance)
+            record["regression"] = {
+                "slowdown": slowdown.estimate,
+                "ci_low": slowdown.low,
+                "ci_high": slowdown.high,
+                "tolerance": self.settings.tolerance,
+                "verdict": str(verdict),
+            }
+            record["verdict"] = str(verdict)
+            if verdict is Verdict.FAIL:
+                failure = format_regression_failure(
+                    m, entry, slowdown, self.settings.tolerance, self.device.key, store.path_for(self.device.key, self._module)
+                )
+        self._emit(record)
+        return failure
+
+
+def _interval(m: Measurement) -> Any:
+    from pytest_gpuperf.stats import Interval
+
+    return Interval(m.median_s, m.ci_low_s, m.ci_high_s, m.confidence)
+
+
+def _module_path(item: pytest.Item) -> str:
+    try:
+        return Path(item.path).resolve().relative_to(item.config.rootpath.resolve()).as_posix()
+    except ValueError:
+        return Path(item.path).name

@@ -1,0 +1,283 @@
+"""Options, their ini and environment twins, and one precedence: marker > command line > environment > ini.
+
+Every setting is declared once here; the command-line flag, ini key, environment variable
+and ``@pytest.mark.gpu_perf(...)`` keyword are derived from that one declaration, and a bad
+value raises an error that names where it came from.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pytest
+
+from pytest_gpuperf.errors import GpuPerfUsageError
+
+ENV_PREFIX = "GPU_PERF_"
+MARKER = "gpu_perf"
+
+
+def _bool(text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected true/false (1/0, yes/no, on/off)")
+
+
+def _fraction(low: float, high: float) -> Callable[[Any], float]:
+    def parse(text: Any) -> float:
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            raise ValueError(f"expected a number between {low:g} and {high:g}") from None
+        if not low < value < high:
+            raise ValueError(f"expected a number between {low:g} and {high:g} (exclusive)")
+        return value
+
+    return parse
+
+
+def _positive(text: Any) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError("expected a positive number") from None
+    if not value > 0:
+        raise ValueError("expected a positive number")
+    return value
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(text: Any) -> str:
+        value = str(text).strip().lower()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _device(text: Any) -> str:
+    value = str(text).strip().lower()
+    if value == "auto" or (value.isdigit() and int(value) >= 0):
+        return value
+    raise ValueError("expected 'auto' or a CUDA device ordinal (0, 1, ...)")
+
+
+def _path(text: Any) -> str:
+    value = str(text).strip()
+    if not value:
+        raise ValueError("expected a path")
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: ``name`` gives ``--gpu-perf-<name>``, ini ``gpu_perf_<name>``, env ``GPU_PERF_<NAME>``."""
+
+    name: str
+    help: str
+    parse: Callable[[Any], Any]
+    default: Any
+    flag_only: bool = False  # a boolean command-line switch
+    per_test: bool = False  # may be set by @pytest.mark.gpu_perf(...)
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return "gpu_perf_" + self.name.replace("-", "_") if self.name else "gpu_perf"
+
+    @property
+    def flag(self) -> str:
+        return "--gpu-perf" + (f"-{self.name}" if self.name else "")
+
+    @property
+    def ini(self) -> str:
+        return self.dest
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX.rstrip("_") if not self.name else ENV_PREFIX + self.name.replace("-", "_").upper()
+
+    @property
+    def keyword(self) -> str:
+        return self.name.replace("-", "_")
+
+
+HELP_ENABLE = "Time GPU kernels and apply performance gates; without it, perf tests are skipped."
+SETTINGS: tuple[Setting, ...] = (
+    Setting("", HELP_ENABLE, _bool, False, flag_only=True),
+    Setting(
+        "update-baselines",
+        "Re-record the stored baselines of the GPU in use (e.g. after a hardware change); regressions do not fail.",
+        _bool,
+        False,
+        flag_only=True,
+    ),
+    Setting("baselines", "Folder of stored per-GPU baselines (default: baselines/ under the rootdir).", _path, "baselines", metavar="DIR"),
+    Setting("device", "CUDA device to test on: an ordinal, or 'auto' (one GPU per xdist worker).", _device, "auto", metavar="N"),
+    Setting("json", "Write the machine-readable JSON report to this path.", _path, None, metavar="PATH"),
+    Setting(
+        "tolerance",
+        "Slowdown vs the stored baseline that the regression gate is built to catch (0.05 = 5%).",
+        _fraction(0.0, 1.0),
+        0.05,
+        per_test=True,
+        metavar="FRACTION",
+    ),
+    Setting(
+        "confidence", "Confidence level of every interval and gate.", _fraction(0.5, 1.0), 0.99, per_test=True, metavar="LEVEL"
+    ),
+    Setting(
+        "precision",
+        "Stop sampling when the median's interval half-width is within this fraction (0.005 = 0.5%).",
+        _fraction(0.0, 1.0),
+        0.005,
+        per_test=True,
+        metavar="FRACTION",
+    ),
+    Setting("budget", "Seconds of timing per measurement before sampling stops.", _positive, 1.0, per_test=True, metavar="SECONDS"),
+    Setting(
+        "inconclusive",
+        "What an undecided speedup claim does after re-sampling: warn (pass, reported) or fail.",
+        _choice("warn", "fail"),
+        "warn",
+        per_test=True,
+        metavar="{warn,fail}",
+    ),
+    Setting(
+        "missing-baseline",
+        "When this GPU has no stored baseline for a variant: pass (and say how to record one), skip, or fail.",
+        _choice("pass", "skip", "fail"),
+        "pass",
+        per_test=True,
+        metavar="{pass,skip,fail}",
+    ),
+    Setting(
+        "cache",
+        "cold: flush L2 before every launch; hot: back-to-back launches (inputs may stay in L2).",
+        _choice("cold", "hot"),
+        "cold",
+        per_test=True,
+        metavar="{cold,hot}",
+    ),
+)
+BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
+PER_TEST_KEYWORDS: Mapping[str, Setting] = {s.keyword: s for s in SETTINGS if s.per_test}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpu-perf", "GPU kernel performance gates (pytest-gpuperf)")
+    for s in SETTINGS:
+        cli_help = (s.help + f" [env {s.env}, ini {s.ini}]").replace("%", "%%")  # argparse formats help
+        if s.flag_only:
+            group.addoption(s.flag, action="store_const", const=True, default=None, dest=s.dest, help=cli_help)
+        else:
+            group.addoption(s.flag, action="store", default=None, dest=s.dest, metavar=s.metavar, help=cli_help)
+        parser.addini(s.ini, help=s.help, default=None)
+
+
+def _invalid(setting: Setting, raw: Any, source: str, exc: ValueError) -> GpuPerfUsageError:
+    return GpuPerfUsageError(f"pytest-gpuperf: invalid value {raw!r} for {setting.ini} from {source}: {exc}")
+
+
+def resolve(config: pytest.Config, setting: Setting) -> tuple[Any, str]:
+    """The session-wide value of ``setting`` and where it came from (CLI > env > ini > default)."""
+    raw = config.getoption(setting.dest)
+    if raw is not None:
+        source = f"the command line ({setting.flag})"
+    elif os.environ.get(setting.env) not in (None, ""):
+        raw = os.environ[setting.env]
+        source = f"the environment variable {setting.env}"
+    elif config.getini(setting.ini) not in (None, ""):
+        raw = config.getini(setting.ini)
+        where = config.inipath.name if config.inipath else "the ini file"
+        source = f"the ini file ({where}, key {setting.ini})"
+    else:
+        return setting.default, "the default"
+    try:
+        return setting.parse(raw), source
+    except ValueError as exc:
+        raise _invalid(setting, raw, source, exc) from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved session settings; ``for_test`` applies a test's marker on top."""
+
+    enabled: bool
+    update_baselines: bool
+    baselines_dir: Path
+    device: str
+    json_path: Path | None
+    tolerance: float
+    confidence: float
+    precision: float
+    budget: float
+    inconclusive: str
+    missing_baseline: str
+    cache: str
+    sources: Mapping[str, str]
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> "Settings":
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for s in SETTINGS:
+            values[s.name], sources[s.name] = resolve(config, s)
+        return cls(
+            enabled=values[""],
+            update_baselines=values["update-baselines"],
+            baselines_dir=_anchor(config, values["baselines"], sources["baselines"]),
+            device=values["device"],
+            json_path=_anchor(config, values["json"], sources["json"]) if values["json"] else None,
+            tolerance=values["tolerance"],
+            confidence=values["confidence"],
+            precision=values["precision"],
+            budget=values["budget"],
+            inconclusive=values["inconclusive"],
+            missing_baseline=values["missing-baseline"],
+            cache=values["cache"],
+            sources=sources,
+        )
+
+    def for_test(self, item: pytest.Item) -> "Settings":
+        """Apply ``@pytest.mark.gpu_perf(...)`` keywords; unknown keywords are an error naming the test."""
+        overrides: dict[str, Any] = {}
+        for mark in reversed(list(item.iter_markers(MARKER))):  # closest marker wins
+            if mark.args:
+                raise GpuPerfUsageError(
+                    f"{item.nodeid}: @pytest.mark.{MARKER} takes keyword arguments only "
+                    f"({', '.join(PER_TEST_KEYWORDS)}), got positional {mark.args!r}"
+                )
+            for key, raw in mark.kwargs.items():
+                setting = PER_TEST_KEYWORDS.get(key)
+                if setting is None:
+                    raise GpuPerfUsageError(
+                        f"{item.nodeid}: unknown keyword {key!r} in @pytest.mark.{MARKER}; "
+                        f"expected one of {', '.join(sorted(PER_TEST_KEYWORDS))}"
+                    )
+                try:
+                    overrides[key] = setting.parse(raw)
+                except ValueError as exc:
+                    raise _invalid(setting, raw, f"@pytest.mark.{MARKER} on {item.nodeid}", exc) from None
+        if not overrides:
+            return self
+        from dataclasses import replace
+
+        return replace(self, **overrides)
+
+
+def _anchor(config: pytest.Config, value: str, source: str) -> Path:
+    """Command-line paths are relative to where pytest was invoked; the rest to the rootdir."""
+    path = Path(os.path.expanduser(value))
+    if path.is_absolute():
+        return path
+    base = config.invocation_params.dir if source.startswith("the command line") else config.rootpath
+    return Path(base) / path

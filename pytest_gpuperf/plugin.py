@@ -1,0 +1,231 @@
+"""pytest hooks and fixtures of pytest-gpuperf. Loading it costs nothing: CUDA is probed
+only when a test needs a GPU, and GPU-only packages are imported only then."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_gpuperf import arch, hookspecs, options
+from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf.errors import BaselineFileError, GpuPerfUsageError
+from pytest_gpuperf.session import RECORD_KEY, GpuPerfSession
+
+SESSION_KEY = pytest.StashKey[GpuPerfSession]()
+SKIP_PREFIX = "gpu-perf: "
+PERF_FIXTURE = "gpu_perf"
+GPU_FIXTURE = "gpu"
+GPU_MARKERS = frozenset({"gpu", *arch.SHORTHAND_MARKERS, arch.GENERIC_MARKER})
+MARKERS = {
+    "gpu": "gpu: needs a usable CUDA GPU (skipped with the reason otherwise)",
+    options.MARKER: "gpu_perf(**settings): a GPU performance test (skipped without --gpu-perf); keywords override "
+    "settings for this test: " + ", ".join(sorted(options.PER_TEST_KEYWORDS)),
+    **arch.MARKER_HELP,
+}
+
+
+def _session(config: pytest.Config) -> GpuPerfSession:
+    return config.stash[SESSION_KEY]
+
+
+def is_perf_test(item: pytest.Item) -> bool:
+    return PERF_FIXTURE in getattr(item, "fixturenames", ()) or item.get_closest_marker(options.MARKER) is not None
+
+
+def needs_gpu(item: pytest.Item) -> bool:
+    if GPU_FIXTURE in getattr(item, "fixturenames", ()):
+        return True
+    return any(m.name in GPU_MARKERS for m in item.iter_markers())
+
+
+# -- set-up -----------------------------------------------------------------------
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", text if text.startswith(name) else f"{name}: {text}")
+    try:
+        settings = options.Settings.from_config(config)
+    except GpuPerfUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    session = GpuPerfSession(config, settings)
+    config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(_RunHooks(session), "gpu_perf_run")
+    _load_hypothesis_profile(config)
+
+
+def _load_hypothesis_profile(config: pytest.Config) -> None:
+    """Kernel tests compile on first call, so hypothesis must not impose a deadline."""
+    from hypothesis import settings as hsettings
+
+    from pytest_gpuperf.strategies import PROFILE, register_profile
+
+    register_profile()
+    if not config.getoption("hypothesis_profile", None):
+        hsettings.load_profile(PROFILE)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    s = _session(config)
+    if not s.settings.enabled:
+        return ["gpu-perf: off (perf tests are skipped; run with --gpu-perf to time them)"]
+    device = s.device
+    if not isinstance(device, DeviceInfo):
+        return [f"gpu-perf: on, but no GPU: {device.reason}; GPU and perf tests will be skipped"]
+    lines = [
+        f"gpu-perf: on; GPU {device.ordinal}: {device.describe()}",
+        f"gpu-perf: driver {device.driver_version or '?'}, CUDA runtime {device.cuda_runtime_version or '?'}, "
+        f"CuPy {device.cupy_version or '?'}; cache mode {s.settings.cache}; baselines: "
+        f"{s.settings.baselines_dir / device.key}",
+    ]
+    if s.settings.update_baselines:
+        lines.append(f"gpu-perf: --gpu-perf-update-baselines: this run's measurements replace the stored baselines of {device.key}")
+    return lines
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Reject bad markers at collection, naming the test, before any GPU time is spent."""
+    settings = _session(config).settings
+    for item in items:
+        try:
+            arch.requirements(item)
+            settings.for_test(item)
+        except GpuPerfUsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    s = _session(item.config)
+    perf = is_perf_test(item)
+    if perf and not s.settings.enabled:
+        pytest.skip(SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf")
+    if perf or needs_gpu(item):
+        device = s.device
+        if not isinstance(device, DeviceInfo):
+            pytest.skip(SKIP_PREFIX + f"no GPU: {device.reason}")
+        for requirement in arch.requirements(item):
+            reason = requirement.unmet_reason(device)
+            if reason:
+                pytest.skip(SKIP_PREFIX + reason)
+
+
+# -- fixtures ---------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def gpu(request: pytest.FixtureRequest) -> DeviceInfo:
+    """The GPU under test (skips the test when there is none)."""
+    device = _session(request.config).device
+    if not isinstance(device, DeviceInfo):
+        pytest.skip(SKIP_PREFIX + f"no GPU: {device.reason}")
+    return device
+
+
+@pytest.fixture
+def gpu_perf(request: pytest.FixtureRequest) -> Any:
+    """Measure variants, assert speedups and check stored baselines (see ``GpuPerf``)."""
+    from pytest_gpuperf.fixture import GpuPerf
+
+    s = _session(request.config)
+    if not s.settings.enabled:
+        pytest.skip(SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf")
+    if not isinstance(s.device, DeviceInfo):
+        pytest.skip(SKIP_PREFIX + f"no GPU: {s.device.reason}")
+    try:
+        settings = s.settings.for_test(request.node)
+    except GpuPerfUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return GpuPerf(s, request.node, settings)
+
+
+# -- results ----------------------------------------------------------------------
+class _RunHooks:
+    """Collects results from reports (so they survive pytest-xdist) and writes them out."""
+
+    def __init__(self, session: GpuPerfSession):
+        self.s = session
+        self.outcomes: dict[str, str] = {}
+        self.baseline_error: str | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.skipped and report.longrepr and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            if reason.startswith(SKIP_PREFIX):
+                self.s.skip_reasons[reason[len(SKIP_PREFIX) :]] += 1
+                self.outcomes[report.nodeid] = "skipped"
+        if report.when != "call":
+            if report.failed and report.nodeid in self.outcomes:
+                self.outcomes[report.nodeid] = "error"
+            return
+        records = [value for key, value in report.user_properties if key == RECORD_KEY]
+        if records:
+            self.outcomes[report.nodeid] = report.outcome
+        for record in records:
+            self.s.collect(record)
+            if record.get("kind") == "measurement" and not self.s.is_worker:
+                from pytest_gpuperf.benchmark_interop import add_measurement
+
+                add_measurement(self.s.config, record)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.s.is_worker:
+            return
+        if self.s.settings.update_baselines:
+            try:
+                self.s.write_baselines()
+            except BaselineFileError as exc:
+                self.baseline_error = str(exc)
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.s.settings.json_path:
+            from pytest_gpuperf.files import atomic_write_json
+            from pytest_gpuperf.report import build_json
+
+            payload = build_json(
+                records=self.s.records,
+                outcomes=self.outcomes,
+                skip_reasons=self.s.skip_reasons,
+                changes=self.s.baseline_changes,
+                settings={k: str(v) for k, v in vars(self.s.settings).items() if k != "sources"},
+            )
+            atomic_write_json(self.s.settings.json_path, payload)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.s.is_worker:
+            return
+        from pytest_gpuperf.report import format_changes, summary_rows, verdict_counts
+
+        tr = terminalreporter
+        rows = summary_rows(self.s.records)
+        if len(rows) > 1 or self.s.skip_reasons or self.baseline_error:
+            tr.write_sep("=", "gpu-perf summary")
+        if len(rows) > 1:
+            widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+            for r in rows:
+                tr.write_line("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+            counts = verdict_counts(self.s.records)
+            tr.write_line("verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+        missing = sum(1 for r in self.s.records if r.get("note"))
+        if missing:
+            tr.write_line(
+                f"{missing} measurement(s) have no stored baseline for this GPU; "
+                "record them with: pytest --gpu-perf --gpu-perf-update-baselines"
+            )
+        if self.s.skip_reasons:
+            tr.write_line("GPU parts skipped, and why:")
+            for reason, n in self.s.skip_reasons.most_common():
+                tr.write_line(f"  {n:4d} x {reason}")
+        if self.s.baseline_changes:
+            tr.write_line(f"baselines updated ({len(self.s.baseline_changes)} entries):")
+            for line in format_changes(self.s.baseline_changes):
+                tr.write_line(line)
+        if self.baseline_error:
+            tr.write_line("baselines NOT updated: " + self.baseline_error, red=True)
+        if self.s.settings.json_path:
+            tr.write_line(f"gpu-perf JSON report: {self.s.settings.json_path}")
+

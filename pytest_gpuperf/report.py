@@ -1,0 +1,181 @@
+"""Human and machine-readable reports: failure tables, the terminal summary, the JSON report."""
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.baselines import Change, Entry
+    from pytest_gpuperf.results import Comparison, Measurement
+    from pytest_gpuperf.stats import Interval
+
+REPORT_SCHEMA = "pytest-gpuperf/report/1"
+
+
+def fmt_time(seconds: float | None) -> str:
+    """Seconds in the unit that keeps three significant digits readable (ns, µs, ms, s)."""
+    if seconds is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+def _ci(low: float, high: float, fmt: str = "{:.4g}") -> str:
+    return "[" + fmt.format(low) + ", " + fmt.format(high) + "]"
+
+
+def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _measurement_row(m: "Measurement") -> list[str]:
+    return [
+        m.name,
+        fmt_time(m.median_s),
+        "[" + fmt_time(m.ci_low_s) + ", " + fmt_time(m.ci_high_s) + "]",
+        f"{100 * m.spread:.2f}%",
+        f"n={m.n}",
+        f"{m.mode}/{m.method}" + (" THROTTLED" if m.throttled else ""),
+    ]
+
+
+def format_comparison_failure(c: "Comparison") -> str:
+    """The table printed when a speedup claim fails or stays undecided."""
+    if c.verdict.value == "fail":
+        head = f"speedup gate FAILED: {c.fast.name!r} vs {c.baseline.name!r} must be >= {c.at_least:.3f}x"
+        why = "the whole interval lies below the required margin"
+    else:
+        head = f"speedup gate INCONCLUSIVE: {c.fast.name!r} vs {c.baseline.name!r} must be >= {c.at_least:.3f}x"
+        why = "the interval contains the margin even after re-sampling; lower the margin or raise --gpu-perf-budget"
+    rows = [
+        ["variant", "median", f"{100 * c.fast.confidence:g}% CI", "noise (IQR)", "samples", "mode"],
+        _measurement_row(c.fast),
+        _measurement_row(c.baseline),
+    ]
+    return (
+        f"{head}\n{_table(rows)}\n"
+        f"  speedup   {c.speedup:.4f}x  {_ci(c.ci_low, c.ci_high)} ({100 * c.confidence:g}% bootstrap CI, "
+        f"{c.rounds} interleaved rounds)\n"
+        f"  required  >= {c.at_least:.4f}x: {why}"
+    )
+
+
+def format_regression_failure(
+    m: "Measurement", entry: "Entry", slowdown: "Interval", tolerance: float, device_key: str, path: Path
+) -> str:
+    rows = [
+        ["", "median", f"{100 * m.confidence:g}% CI", "samples", "recorded"],
+        ["now", fmt_time(m.median_s), "[" + fmt_time(m.ci_low_s) + ", " + fmt_time(m.ci_high_s) + "]", str(m.n), "this run"],
+        [
+            "baseline",
+            fmt_time(entry.median_s),
+            "[" + fmt_time(entry.ci_low_s) + ", " + fmt_time(entry.ci_high_s) + "]",
+            str(entry.n),
+            entry.recorded_at,
+        ],
+    ]
+    return (
+        f"performance REGRESSION: {m.name!r} is {100 * (slowdown.estimate - 1):.1f}% slower than its stored "
+        f"baseline for {device_key} ({path})\n{_table(rows)}\n"
+        f"  slowdown  {slowdown.estimate:.4f}x {_ci(slowdown.low, slowdown.high)}; the gate fails above "
+        f"{1 + tolerance / 2:.4f}x (half the {100 * tolerance:g}% tolerance) when the interval excludes 1.0\n"
+        "  If the change is intended (new hardware, an accepted trade-off), re-record with "
+        "pytest --gpu-perf --gpu-perf-update-baselines"
+    )
+
+
+# -- session summary ---------------------------------------------------------------
+def summary_rows(records: Iterable[dict[str, Any]]) -> list[list[str]]:
+    """One row per measured variant: test, variant, median, CI, speedup vs required, Δ baseline, verdict."""
+    records = list(records)
+    speedups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records:
+        if r["kind"] == "comparison":
+            c = r["comparison"]
+            speedups[(r["test"], c["fast"])] = c
+    rows = [["test", "variant", "median", "CI", "speedup (required)", "vs baseline", "verdict"]]
+    for r in records:
+        if r["kind"] != "measurement":
+            continue
+        m = r["measurement"]
+        c = speedups.get((r["test"], m["name"]))
+        speed = "-"
+        verdict = r["verdict"]
+        if c:
+            need = f"{c['at_least']:.3f}" if c["at_least"] is not None else "none"
+            speed = f"{c['speedup']:.3f}x [{c['ci_low']:.3f}, {c['ci_high']:.3f}] ({need})"
+            verdict = f"{c['verdict']}/{r['verdict']}"
+        reg = r.get("regression")
+        delta = f"{100 * (reg['slowdown'] - 1):+.1f}%" if reg else ("no baseline" if r.get("note") else "-")
+        rows.append(
+            [
+                r["test"].split("::", 1)[-1],
+                m["name"] + (" (throttled)" if m.get("throttled") else ""),
+                fmt_time(m["median_s"]),
+                "[" + fmt_time(m["ci_low_s"]) + ", " + fmt_time(m["ci_high_s"]) + "]",
+                speed,
+                delta,
+                verdict,
+            ]
+        )
+    return rows
+
+
+def verdict_counts(records: Iterable[dict[str, Any]]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for r in records:
+        if r["kind"] == "comparison":
+            counts["speedup " + r["comparison"]["verdict"]] += 1
+        elif r["kind"] == "measurement":
+            counts["baseline " + r["verdict"]] += 1
+    return counts
+
+
+def format_changes(changes: Sequence["Change"]) -> list[str]:
+    lines = []
+    for ch in changes:
+        if ch.old is None:
+            lines.append(f"  + {ch.key}: {fmt_time(ch.new.median_s)} (new)")
+        else:
+            lines.append(f"  ~ {ch.key}: {fmt_time(ch.old.median_s)} -> {fmt_time(ch.new.median_s)} ({100 * (ch.delta or 0):+.1f}%)")
+    return lines
+
+
+def build_json(
+    *,
+    records: Sequence[dict[str, Any]],
+    outcomes: dict[str, str],
+    skip_reasons: Counter[str],
+    changes: Sequence["Change"],
+    settings: dict[str, Any],
+) -> dict[str, Any]:
+    devices = {r["device"]["key"]: r["device"] for r in records if r["kind"] == "measurement"}
+    tests: dict[str, dict[str, Any]] = {}
+    for nodeid, outcome in outcomes.items():
+        tests[nodeid] = {"nodeid": nodeid, "outcome": outcome, "measurements": [], "comparisons": [], "figures": []}
+    for r in records:
+        t = tests.setdefault(r["test"], {"nodeid": r["test"], "outcome": "unknown", "measurements": [], "comparisons": [], "figures": []})
+        if r["kind"] == "measurement":
+            t["measurements"].append({k: v for k, v in r.items() if k not in ("kind", "test", "device")} | {"device": r["device"]["key"]})
+        elif r["kind"] == "comparison":
+            t["comparisons"].append(r["comparison"])
+        elif r["kind"] == "figure":
+            t["figures"].append({"key": r["key"], "value": r["value"], "unit": r["unit"]})
+    return {
+        "schema": REPORT_SCHEMA,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "settings": settings,
+        "devices": devices,
+        "tests": list(tests.values()),
+        "skipped": [{"reason": reason, "count": n} for reason, n in skip_reasons.most_common()],
+        "baseline_changes": [
+            {"file": c.file, "key": c.key, "old_median_s": c.old.median_s if c.old else None, "new_median_s": c.new.median_s}
+            for c in changes
+        ],
+        "summary": dict(verdict_counts(records)),
+    }

@@ -1,0 +1,146 @@
+"""What a user passes in (``Variant``) and gets back (``Measurement``, ``Comparison``)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from pytest_gpuperf.gates import Verdict
+
+CacheMode = Literal["cold", "hot"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named way of launching work.
+
+    ``launch()`` enqueues the work on the current CuPy stream and returns without
+    synchronizing or allocating (it is captured into a CUDA graph when it can be).
+    ``bytes`` and ``flops`` are the minimum traffic and arithmetic of one call; when given,
+    results also report bandwidth and FLOP/s. ``cache`` overrides the session's cache mode.
+    """
+
+    name: str
+    launch: Callable[[], Any] = field(repr=False)
+    bytes: int | None = None
+    flops: int | None = None
+    cache: CacheMode | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise ValueError(f"Variant name must be a non-empty string, got {self.name!r}")
+        if not callable(self.launch):
+            raise TypeError(f"Variant {self.name!r}: launch must be callable, got {type(self.launch).__name__}")
+        if self.cache not in (None, "cold", "hot"):
+            raise ValueError(f"Variant {self.name!r}: cache must be 'cold' or 'hot', got {self.cache!r}")
+
+
+@dataclass(frozen=True)
+class ClockState:
+    """Clock and throttle state of the GPU at one instant (from NVML)."""
+
+    sm_clock_mhz: int = 0
+    mem_clock_mhz: int = 0
+    reasons: tuple[str, ...] = ()
+    temperature_c: int = 0
+
+    @property
+    def throttled(self) -> bool:
+        """True when a reason that slows the GPU below its application clocks is active."""
+        return bool(set(self.reasons) & THROTTLE_REASONS)
+
+
+# Clock-event reasons that make a timing untrustworthy. The software power cap is normal
+# under sustained load and is recorded but not treated as throttling.
+THROTTLE_REASONS = frozenset({"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake"})
+
+
+@dataclass
+class Measurement:
+    """GPU time of one variant: per-launch samples and their statistics, in seconds."""
+
+    name: str
+    samples: list[float]
+    median_s: float
+    ci_low_s: float
+    ci_high_s: float
+    confidence: float
+    spread: float
+    mode: CacheMode
+    method: str
+    batch: int
+    throttled: bool = False
+    clocks: list[ClockState] = field(default_factory=list)
+    bytes: int | None = None
+    flops: int | None = None
+    device_key: str = ""
+    stop_reason: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def rel_halfwidth(self) -> float:
+        return (self.ci_high_s - self.ci_low_s) / (2 * self.median_s) if self.median_s else math.inf
+
+    @property
+    def bandwidth(self) -> float | None:
+        """Bytes per second at the median time, when ``bytes`` was declared."""
+        return self.bytes / self.median_s if self.bytes else None
+
+    @property
+    def flop_rate(self) -> float | None:
+        """FLOP per second at the median time, when ``flops`` was declared."""
+        return self.flops / self.median_s if self.flops else None
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready statistics (no raw samples)."""
+        return {
+            "name": self.name,
+            "median_s": self.median_s,
+            "ci_low_s": self.ci_low_s,
+            "ci_high_s": self.ci_high_s,
+            "confidence": self.confidence,
+            "n": self.n,
+            "spread": self.spread,
+            "mode": self.mode,
+            "method": self.method,
+            "batch": self.batch,
+            "throttled": self.throttled,
+            "bytes": self.bytes,
+            "flops": self.flops,
+            "bandwidth": self.bandwidth,
+            "flop_rate": self.flop_rate,
+            "stop_reason": self.stop_reason,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass
+class Comparison:
+    """Two variants measured interleaved on the same inputs, and the speedup claim's outcome."""
+
+    fast: Measurement
+    baseline: Measurement
+    speedup: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    at_least: float | None
+    verdict: Verdict
+    rounds: int
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "fast": self.fast.name,
+            "baseline": self.baseline.name,
+            "speedup": self.speedup,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "confidence": self.confidence,
+            "at_least": self.at_least,
+            "verdict": str(self.verdict),
+            "rounds": self.rounds,
+        }

@@ -1,0 +1,171 @@
+"""Run state of one pytest process: settings, the device, the backend, baselines and results."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from filelock import FileLock
+
+from pytest_gpuperf.baselines import BaselineStore, Change, Entry
+from pytest_gpuperf.device import DeviceInfo, NoDevice, probe
+from pytest_gpuperf.options import Settings
+from pytest_gpuperf.timing.backend import TimingBackend
+from pytest_gpuperf.timing.sampler import SamplingPolicy
+
+PLUGIN_NAME = "gpu_perf_session"
+RECORD_KEY = "gpu_perf"  # key of the records carried in report.user_properties
+GPU_LOCK_TIMEOUT_S = 3600.0
+
+
+def worker_index() -> int | None:
+    """The pytest-xdist worker number (gw3 -> 3), or None outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
+
+
+def select_ordinal(device_setting: str, worker: int | None, count: int | None) -> int:
+    """'auto' gives xdist worker i GPU i mod count (GPU 0 outside xdist); a number is taken as is."""
+    if device_setting != "auto":
+        return int(device_setting)
+    if worker is None or not count:
+        return 0
+    return worker % count
+
+
+def _cuda_device_count() -> int | None:
+    try:
+        import cupy
+
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except Exception:
+        return None
+
+
+@dataclass
+class GpuPerfSession:
+    config: pytest.Config
+    settings: Settings
+    records: list[dict[str, Any]] = field(default_factory=list)
+    skip_reasons: Counter[str] = field(default_factory=Counter)
+    baseline_changes: list[Change] = field(default_factory=list)
+    _device: DeviceInfo | NoDevice | None = None
+    _backend: TimingBackend | None = None
+    _copy_bandwidth: float | None = None
+
+    def __post_init__(self) -> None:
+        self.store = BaselineStore(self.settings.baselines_dir)
+
+    @property
+    def is_worker(self) -> bool:
+        return hasattr(self.config, "workerinput")
+
+    # -- device and backend -------------------------------------------------------
+    @property
+    def ordinal(self) -> int:
+        hook = self.config.hook
+        count = hook.pytest_gpuperf_device_count(config=self.config)
+        if count is None and self.settings.device == "auto" and worker_index() is not None:
+            count = _cuda_device_count()
+        return select_ordinal(self.settings.device, worker_index(), count)
+
+    @property
+    def device(self) -> DeviceInfo | NoDevice:
+        """The GPU under test, probed once; a NoDevice (falsy) carries the reason there is none."""
+        if self._device is None:
+            ordinal = self.ordinal
+            found = self.config.hook.pytest_gpuperf_device(config=self.config, ordinal=ordinal)
+            self._device = found if found is not None else probe(ordinal)
+            if isinstance(self._device, DeviceInfo):
+                _use_cuda_device(self._device)
+        return self._device
+
+    @property
+    def backend(self) -> TimingBackend:
+        if self._backend is None:
+            device = self.device
+            assert isinstance(device, DeviceInfo), "backend requested without a device"
+            backend = self.config.hook.pytest_gpuperf_backend(config=self.config, device=device)
+            if backend is None:
+                from pytest_gpuperf.timing.cupy_backend import CupyBackend
+
+                backend = CupyBackend(device)
+            self._backend = backend
+        return self._backend
+
+    @contextlib.contextmanager
+    def gpu_lock(self) -> Iterator[None]:
+        """Hold the GPU for timing: two processes never time on one GPU at once."""
+        device = self.device
+        ident = (device.uuid or device.pci_bus_id or str(device.ordinal)) if isinstance(device, DeviceInfo) else "none"
+        path = Path(tempfile.gettempdir()) / f"pytest-gpuperf-gpu-{ident.replace(':', '_')}.lock"
+        with FileLock(str(path), timeout=GPU_LOCK_TIMEOUT_S):
+            yield
+
+    def policy(self, settings: Settings) -> SamplingPolicy:
+        return SamplingPolicy(
+            confidence=settings.confidence,
+            precision=settings.precision,
+            budget_s=settings.budget,
+            extension_budget_s=2.0 * settings.budget,
+        )
+
+    def copy_bandwidth(self) -> float:
+        """Device-to-device copy bandwidth in bytes/s (bytes read + bytes written), measured once."""
+        if self._copy_bandwidth is None:
+            from pytest_gpuperf.timing.sampler import measure
+
+            device = self.device
+            assert isinstance(device, DeviceInfo)
+            variant = copy_variant(self.backend, device)
+            with self.gpu_lock():
+                m = measure(self.backend, variant, self.policy(self.settings), "hot", device.key)
+            self._copy_bandwidth = float(variant.bytes or 0) / m.median_s
+        return self._copy_bandwidth
+
+    # -- results --------------------------------------------------------------------
+    def collect(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+
+    def write_baselines(self) -> None:
+        """Merge this run's measurements into the stored baselines (update mode, controller only)."""
+        grouped: dict[tuple[str, str], dict[str, Entry]] = {}
+        devices: dict[str, dict[str, Any]] = {}
+        for r in self.records:
+            if r.get("kind") != "measurement":
+                continue
+            devices[r["device"]["key"]] = r["device"]
+            grouped.setdefault((r["device"]["key"], r["module"]), {})[r["key"]] = Entry.from_measurement(r["measurement"])
+        for (device_key, module), entries in sorted(grouped.items()):
+            self.baseline_changes.extend(self.store.update(device_key, module, devices[device_key], entries))
+
+
+def copy_variant(backend: TimingBackend, device: DeviceInfo) -> Any:
+    """A Variant copying a buffer far larger than L2, for the copy-bandwidth roofline."""
+    from pytest_gpuperf.results import Variant
+
+    nbytes = int(min(max(16 * device.l2_bytes, 1 << 30), device.memory_bytes // 8))
+    if getattr(backend, "name", "") != "cupy":
+        return Variant("device-copy", lambda: None, bytes=2 * nbytes)
+    import cupy
+
+    src = cupy.random.default_rng(0).integers(0, 255, nbytes, dtype=cupy.uint8)
+    dst = cupy.empty_like(src)
+    return Variant("device-copy", lambda: dst.data.copy_from_device_async(src.data, nbytes), bytes=2 * nbytes)
+
+
+def _use_cuda_device(device: DeviceInfo) -> None:
+    """Make ``device`` CuPy's current device in this process (a no-op for fake devices)."""
+    if device.cupy_version in ("", "none"):
+        return
+    try:
+        import cupy
+
+        cupy.cuda.Device(device.ordinal).use()
+    except Exception:
+        pass

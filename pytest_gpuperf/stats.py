@@ -1,0 +1,106 @@
+"""Statistics behind every number the plugin prints.
+
+- The median of a variant's samples gets a distribution-free confidence interval from
+  order statistics (exact for any continuous distribution, no resampling).
+- The speed ratio of two variants measured interleaved is the median of the *paired*
+  per-round ratios, so slow drift (clocks, temperature) cancels; its interval comes from
+  a seeded percentile bootstrap, so the same samples always give the same verdict.
+- A ratio against a stored baseline combines both medians' intervals on the log scale.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 0x6A7E
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a two-sided confidence interval."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+
+    @property
+    def rel_halfwidth(self) -> float:
+        """Half the interval's width relative to the estimate (0.01 = ±1%)."""
+        if self.estimate == 0:
+            return math.inf
+        return (self.high - self.low) / (2.0 * abs(self.estimate))
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+
+def median_ci(samples: Sequence[float], confidence: float) -> Interval:
+    """Median with an order-statistic confidence interval.
+
+    For sorted samples x(1..n), P(x(j) <= median <= x(n-j+1)) = 1 - 2 P(Bin(n, 1/2) <= j-1).
+    With too few samples for the requested confidence the interval is the full range.
+    """
+    x = np.sort(np.asarray(samples, dtype=np.float64))
+    n = x.size
+    if n == 0:
+        raise ValueError("median_ci needs at least one sample")
+    med = float(np.median(x))
+    alpha = 1.0 - confidence
+    k = int(sps.binom.ppf(alpha / 2.0, n, 0.5))
+    if k >= 0 and sps.binom.cdf(k, n, 0.5) > alpha / 2.0:
+        k -= 1
+    if k < 0:
+        return Interval(med, float(x[0]), float(x[-1]), confidence)
+    return Interval(med, float(x[k]), float(x[n - k - 1]), confidence)
+
+
+def paired_ratio_ci(numerator: Sequence[float], denominator: Sequence[float], confidence: float) -> Interval:
+    """Median of the paired ratios numerator[i] / denominator[i] with a bootstrap interval."""
+    num = np.asarray(numerator, dtype=np.float64)
+    den = np.asarray(denominator, dtype=np.float64)
+    if num.shape != den.shape or num.size == 0:
+        raise ValueError("paired_ratio_ci needs two equally long, non-empty sample lists")
+    ratios = num / den
+    est = float(np.median(ratios))
+    if ratios.size < 3 or np.ptp(ratios) == 0.0:
+        return Interval(est, float(ratios.min()), float(ratios.max()), confidence)
+    result = sps.bootstrap(
+        (ratios,),
+        np.median,
+        confidence_level=confidence,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(BOOTSTRAP_SEED),
+    )
+    ci = result.confidence_interval
+    return Interval(est, float(ci.low), float(ci.high), confidence)
+
+
+def log_sigma(interval: Interval) -> float:
+    """Standard error of log(estimate) implied by a symmetric-on-log-scale interval."""
+    z = sps.norm.ppf(0.5 + interval.confidence / 2.0)
+    if interval.low <= 0 or interval.high <= 0:
+        return math.inf
+    return (math.log(interval.high) - math.log(interval.low)) / (2.0 * z)
+
+
+def ratio_of_medians_ci(now: Interval, before: Interval, confidence: float) -> Interval:
+    """now / before for two independent medians, combining their uncertainty on the log scale."""
+    sigma = math.hypot(log_sigma(now), log_sigma(before))
+    z = sps.norm.ppf(0.5 + confidence / 2.0)
+    log_r = math.log(now.estimate) - math.log(before.estimate)
+    return Interval(math.exp(log_r), math.exp(log_r - z * sigma), math.exp(log_r + z * sigma), confidence)
+
+
+def relative_spread(samples: Sequence[float]) -> float:
+    """Interquartile range over the median: a robust noise figure (0.01 = 1%)."""
+    x = np.asarray(samples, dtype=np.float64)
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    return float((q3 - q1) / med) if med else math.inf

@@ -1,0 +1,55 @@
+"""hypothesis strategies for kernel tests, and the profile GPU tests need.
+
+First calls compile kernels (seconds), so the registered ``gpu-perf`` profile has no
+deadline; the plugin loads it unless another profile was chosen.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+PROFILE = "gpu-perf"
+
+__all__ = ["PROFILE", "register_profile", "sizes", "shapes", "finite_floats", "arrays", "seeds"]
+
+
+def register_profile() -> None:
+    settings.register_profile(
+        PROFILE,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+def sizes(min_value: int = 1, max_value: int = 4096, *, multiple_of: int | None = None) -> st.SearchStrategy[int]:
+    """Sizes that favour the edges kernels get wrong: 1, one off a warp or tile, the maximum."""
+    if multiple_of:
+        lo, hi = -(-min_value // multiple_of), max_value // multiple_of
+        return st.integers(lo, hi).map(lambda k: k * multiple_of)
+    edges = sorted({v for base in (1, 32, 64, 128, 256) for v in (base - 1, base, base + 1) if min_value <= v <= max_value})
+    edges += [max_value]
+    return st.one_of(st.sampled_from(edges), st.integers(min_value, max_value))
+
+
+def shapes(ndim: int, min_side: int = 1, max_side: int = 512) -> st.SearchStrategy[tuple[int, ...]]:
+    return st.tuples(*[sizes(min_side, max_side) for _ in range(ndim)])
+
+
+def finite_floats(dtype: Any = np.float32, magnitude: float = 8.0) -> st.SearchStrategy[float]:
+    """Finite values representable in ``dtype`` within ±magnitude (no NaN or inf)."""
+    width = 16 if np.dtype(dtype).itemsize <= 2 else 32 if np.dtype(dtype).itemsize == 4 else 64
+    return st.floats(-magnitude, magnitude, allow_nan=False, allow_infinity=False, width=width)
+
+
+def arrays(dtype: Any, shape: Any, magnitude: float = 8.0) -> st.SearchStrategy[np.ndarray]:
+    """NumPy arrays of finite values; kernels get them copied to the device by the test."""
+    return hnp.arrays(np.dtype(dtype), shape, elements=finite_floats(dtype, magnitude))
+
+
+def seeds() -> st.SearchStrategy[int]:
+    """Seeds for a test's own generator: large arrays come from a seed, not element by element."""
+    return st.integers(0, 2**32 - 1)

@@ -1,0 +1,46 @@
+"""The interface every timing backend implements (CuPy on a GPU, a fake on CPU)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+from pytest_gpuperf.results import CacheMode, ClockState, Variant
+
+
+@dataclass
+class Prepared:
+    """A variant made ready to time: warmed up, its batch size chosen, graphs captured."""
+
+    variant: Variant
+    mode: CacheMode
+    method: str
+    batch: int
+    notes: list[str] = field(default_factory=list)
+    state: Any = None  # backend-specific (graphs, flush buffers)
+
+
+class TimingBackend(Protocol):
+    """Produces per-launch times; the sampler decides how many and what they mean."""
+
+    name: str
+
+    def prepare(self, variant: Variant, cache: CacheMode, target_sample_s: float) -> Prepared:
+        """Warm up ``variant`` (surfacing launch errors) and get it ready to sample."""
+
+    def run_rounds(self, prepared: Sequence[Prepared], rounds: int) -> list[list[float]]:
+        """Time ``rounds`` rounds of the variants interleaved (A B A B ...).
+
+        Returns one list per variant of per-launch seconds, one value per round.
+        """
+
+    def clock_state(self) -> ClockState | None:
+        """Current clocks and throttle reasons, or None when they cannot be read."""
+
+    def now(self) -> float:
+        """The clock that time budgets are measured on, in seconds."""
+
+    def pause(self, seconds: float) -> None:
+        """Let the GPU cool down before a re-measurement."""
+
+    def release(self, prepared: Prepared) -> None:
+        """Free what ``prepare`` allocated."""

@@ -1,0 +1,195 @@
+"""Adaptive sampling: take samples until the interval is narrow enough or the budget is spent.
+
+Stopping depends only on the interval's *width*, never on where it lies relative to a
+margin, so stopping early does not inflate false alarms. A speedup claim that is still
+undecided gets one extension (a fixed extra budget, then one more look); each of the two
+looks uses half the error rate (Bonferroni), so the overall false-fail rate stays at or
+below 1 - confidence.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from pytest_gpuperf.gates import Verdict, speedup_verdict
+from pytest_gpuperf.results import CacheMode, ClockState, Comparison, Measurement, Variant
+from pytest_gpuperf.stats import median_ci, paired_ratio_ci, relative_spread
+from pytest_gpuperf.timing.backend import Prepared, TimingBackend
+
+MAX_KEPT_CLOCK_STATES = 6
+
+
+@dataclass(frozen=True)
+class SamplingPolicy:
+    """How long and how precisely to measure. Defaults suit kernels from 1 µs to 100 ms."""
+
+    confidence: float = 0.99
+    precision: float = 0.005  # stop when the interval's half-width is within ±0.5%
+    budget_s: float = 1.0  # per measurement (per pair for comparisons), wall/device seconds
+    extension_budget_s: float = 2.0  # extra time an undecided speedup claim may take
+    min_samples: int = 30
+    max_samples: int = 4000
+    round_size: int = 10
+    target_sample_s: float = 1e-3  # one sample = one graph replay of about this long
+    throttle_retries: int = 1
+    cooldown_s: float = 1.0
+
+    @property
+    def look_confidence(self) -> float:
+        """Confidence of each of the two looks a speedup claim may take."""
+        return 1.0 - (1.0 - self.confidence) / 2.0
+
+
+@dataclass
+class _Run:
+    samples: list[list[float]]
+    stop_reason: str = ""
+    first_clock: ClockState | None = None
+    last_clock: ClockState | None = None
+    throttled_clocks: list[ClockState] = field(default_factory=list)
+
+    def observe(self, state: ClockState | None) -> None:
+        if state is None:
+            return
+        self.first_clock = self.first_clock or state
+        self.last_clock = state
+        if state.throttled and len(self.throttled_clocks) < MAX_KEPT_CLOCK_STATES:
+            self.throttled_clocks.append(state)
+
+    @property
+    def clocks(self) -> list[ClockState]:
+        """The first and last clock readings and every throttled one in between."""
+        seen = [self.first_clock, *self.throttled_clocks, self.last_clock]
+        out: list[ClockState] = []
+        for c in seen:
+            if c is not None and not any(c is o for o in out):
+                out.append(c)
+        return out
+
+
+def _sample(
+    backend: TimingBackend,
+    prepared: Sequence[Prepared],
+    policy: SamplingPolicy,
+    budget_s: float,
+    converged: Callable[[list[list[float]]], bool],
+    run: _Run | None = None,
+) -> _Run:
+    run = run or _Run([[] for _ in prepared])
+    start = backend.now()
+    while True:
+        for acc, new in zip(run.samples, backend.run_rounds(prepared, policy.round_size)):
+            acc.extend(new)
+        run.observe(backend.clock_state())
+        n = len(run.samples[0])
+        if n >= policy.min_samples and converged(run.samples):
+            run.stop_reason = "converged"
+            return run
+        if backend.now() - start >= budget_s:
+            run.stop_reason = "budget"
+            return run
+        if n >= policy.max_samples:
+            run.stop_reason = "max_samples"
+            return run
+
+
+def _measurement(
+    prepared: Prepared, samples: list[float], policy: SamplingPolicy, run: _Run, device_key: str
+) -> Measurement:
+    ci = median_ci(samples, policy.confidence)
+    v = prepared.variant
+    return Measurement(
+        name=v.name,
+        samples=list(samples),
+        median_s=ci.estimate,
+        ci_low_s=ci.low,
+        ci_high_s=ci.high,
+        confidence=policy.confidence,
+        spread=relative_spread(samples),
+        mode=prepared.mode,
+        method=prepared.method,
+        batch=prepared.batch,
+        throttled=any(c.throttled for c in run.clocks),
+        clocks=list(run.clocks),
+        bytes=v.bytes,
+        flops=v.flops,
+        device_key=device_key,
+        stop_reason=run.stop_reason,
+        notes=list(prepared.notes),
+    )
+
+
+def measure(
+    backend: TimingBackend, variant: Variant, policy: SamplingPolicy, cache: CacheMode, device_key: str = ""
+) -> Measurement:
+    """Time one variant; a throttled measurement is retried after a cool-down, then flagged."""
+
+    def precise(samples: list[list[float]]) -> bool:
+        return median_ci(samples[0], policy.confidence).rel_halfwidth <= policy.precision
+
+    result: Measurement | None = None
+    for attempt in range(policy.throttle_retries + 1):
+        prepared = backend.prepare(variant, variant.cache or cache, policy.target_sample_s)
+        try:
+            run = _sample(backend, [prepared], policy, policy.budget_s, precise)
+        finally:
+            backend.release(prepared)
+        result = _measurement(prepared, run.samples[0], policy, run, device_key)
+        if not result.throttled:
+            break
+        result.notes.append(f"GPU throttled during attempt {attempt + 1}: {_reasons(run.clocks)}")
+        if attempt < policy.throttle_retries:
+            backend.pause(policy.cooldown_s)
+    assert result is not None
+    return result
+
+
+def compare(
+    backend: TimingBackend,
+    fast: Variant,
+    baseline: Variant,
+    policy: SamplingPolicy,
+    at_least: float | None,
+    cache: CacheMode,
+    device_key: str = "",
+) -> Comparison:
+    """Measure ``fast`` and ``baseline`` interleaved and judge the claim speedup >= at_least."""
+    look = policy.look_confidence
+
+    def precise(samples: list[list[float]]) -> bool:
+        f, b = samples
+        ratio_ci = median_ci([bb / ff for ff, bb in zip(f, b)], look)
+        return ratio_ci.rel_halfwidth <= policy.precision
+
+    pf = backend.prepare(fast, fast.cache or cache, policy.target_sample_s)
+    pb = backend.prepare(baseline, baseline.cache or cache, policy.target_sample_s)
+    try:
+        run = _sample(backend, [pf, pb], policy, policy.budget_s, precise)
+        speedup = paired_ratio_ci(run.samples[1], run.samples[0], look)
+        verdict = speedup_verdict(speedup, at_least)
+        if verdict is Verdict.INCONCLUSIVE and policy.extension_budget_s > 0:
+            run = _sample(backend, [pf, pb], policy, policy.extension_budget_s, lambda _: False, run)
+            run.stop_reason = "extended:" + run.stop_reason
+            speedup = paired_ratio_ci(run.samples[1], run.samples[0], look)
+            verdict = speedup_verdict(speedup, at_least)
+    finally:
+        backend.release(pf)
+        backend.release(pb)
+    mf = _measurement(pf, run.samples[0], policy, run, device_key)
+    mb = _measurement(pb, run.samples[1], policy, run, device_key)
+    return Comparison(
+        fast=mf,
+        baseline=mb,
+        speedup=speedup.estimate,
+        ci_low=speedup.low,
+        ci_high=speedup.high,
+        confidence=look,
+        at_least=at_least,
+        verdict=verdict,
+        rounds=len(run.samples[0]),
+    )
+
+
+def _reasons(clocks: Sequence[ClockState]) -> str:
+    seen = sorted({r for c in clocks for r in c.reasons})
+    return ", ".join(seen) or "unknown"
