@@ -18,12 +18,17 @@ from pytest_gpuperf.errors import GpuPerfUsageError
 
 SHORTHAND_MARKERS = {"sm80": (8, 0), "sm90": (9, 0)}
 GENERIC_MARKER = "gpu_arch"
+# Compute capabilities NVIDIA has shipped (CUDA programming guide, compute capabilities table).
+KNOWN_CAPABILITIES = frozenset(
+    {(3, 0), (3, 2), (3, 5), (3, 7), (5, 0), (5, 2), (5, 3), (6, 0), (6, 1), (6, 2), (7, 0), (7, 2), (7, 5)}
+    | {(8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 1), (10, 3), (11, 0), (12, 0), (12, 1)}
+)
 _ARCH_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{1,2})(?:\.(\d))?(\d)?([af]?)$")
 
 MARKER_HELP = {
-    "sm80": "sm80(exact=False): needs compute capability >= 8.0 (exact=True: 8.x only); skipped elsewhere",
-    "sm90": "sm90(exact=False): needs compute capability >= 9.0 (exact=True: 9.x only, for sm_90a code); skipped elsewhere",
-    GENERIC_MARKER: "gpu_arch(arch, exact=False): needs compute capability >= arch ('sm_89', '8.9', 'sm_90a' = exactly 9.x)",
+    "sm80": "sm80(exact=False): needs compute capability at least 8.0 (exact=True: 8.x only); skipped elsewhere",
+    "sm90": "sm90(exact=False): needs compute capability at least 9.0 (exact=True: 9.x only, for sm_90a code); skipped elsewhere",
+    GENERIC_MARKER: "gpu_arch(arch, exact=False): needs compute capability at least arch ('sm_89', '8.9', 'sm_90a' = exactly 9.x)",
 }
 
 
@@ -63,8 +68,11 @@ def parse_arch(text: str) -> tuple[tuple[int, int], bool]:
         major, minor = int(digits[0]), int(digits[1])
     else:
         raise ValueError(f"unknown GPU architecture {text!r}: give major and minor, e.g. 'sm_80' or '8.0'")
-    if not 3 <= major <= 12:
-        raise ValueError(f"unknown GPU architecture {text!r}: compute capability {major}.{minor} does not exist")
+    if (major, minor) not in KNOWN_CAPABILITIES:
+        known = ", ".join(f"{a}.{b}" for a, b in sorted(KNOWN_CAPABILITIES))
+        raise ValueError(
+            f"unknown GPU architecture {text!r}: compute capability {major}.{minor} does not exist (known: {known})"
+        )
     return (major, minor), bool(suffix)
 
 

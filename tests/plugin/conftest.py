@@ -1,0 +1,53 @@
+"""Shared set-up for the plugin's own tests: pytester projects on a fake GPU."""
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Callable
+
+import pytest
+
+# Installed into each pytester project: the fake device and backend are configured
+# through environment variables so one conftest serves every scenario.
+FAKE_CONFTEST = textwrap.dedent(
+    """
+    import json, os
+    from pytest_gpuperf.device import NoDevice
+    from pytest_gpuperf.testing import FakeBackend, fake_device
+
+    def pytest_gpuperf_device(config, ordinal):
+        cc = os.environ.get("FAKE_CC", "9.0")
+        if cc == "none":
+            return NoDevice("fake: this machine has no GPU")
+        major, minor = (int(x) for x in cc.split("."))
+        return fake_device((major, minor), name=os.environ.get("FAKE_NAME", "Fake GPU"), ordinal=ordinal)
+
+    def pytest_gpuperf_backend(config, device):
+        return FakeBackend(
+            json.loads(os.environ.get("FAKE_TIMES", "{}")),
+            spread=float(os.environ.get("FAKE_SPREAD", "0.01")),
+            seed=int(os.environ.get("FAKE_SEED", "0")),
+            throttled=os.environ.get("FAKE_THROTTLED") == "1",
+        )
+    """
+)
+
+
+@pytest.fixture
+def fake_gpu(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Install the fake-GPU conftest; call it to set capability, per-variant times and noise."""
+    pytester.makeconftest(FAKE_CONFTEST)
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
+    for name in ("GPU_PERF", "GPU_PERF_TOLERANCE", "GPU_PERF_BASELINES", "GPU_PERF_JSON", "GPU_PERF_DEVICE"):
+        monkeypatch.delenv(name, raising=False)
+
+    def configure(cc: str = "9.0", times: dict[str, float] | None = None, spread: float = 0.01, seed: int = 0, **extra: str) -> None:
+        monkeypatch.setenv("FAKE_CC", cc)
+        monkeypatch.setenv("FAKE_TIMES", json.dumps(times or {}))
+        monkeypatch.setenv("FAKE_SPREAD", str(spread))
+        monkeypatch.setenv("FAKE_SEED", str(seed))
+        for key, value in extra.items():
+            monkeypatch.setenv(key, value)
+
+    configure()
+    return configure

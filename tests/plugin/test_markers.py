@@ -1,0 +1,147 @@
+"""Arch markers, GPU skips and the --gpu-perf switch, on fake devices."""
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from pytest_gpuperf.arch import parse_arch
+
+MARKED_TESTS = """
+import pytest
+
+@pytest.mark.sm80
+def test_needs_80(gpu):
+    pass
+
+@pytest.mark.sm90
+def test_needs_90():
+    pass
+
+@pytest.mark.sm90(exact=True)
+def test_needs_9x():
+    pass
+
+@pytest.mark.gpu_arch("sm_89")
+def test_needs_89():
+    pass
+
+def test_plain_cpu():
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("cc", "passed", "skipped"),
+    [
+        ("7.5", ["test_plain_cpu"], ["test_needs_80", "test_needs_90", "test_needs_9x", "test_needs_89"]),
+        ("8.0", ["test_plain_cpu", "test_needs_80"], ["test_needs_90", "test_needs_9x", "test_needs_89"]),
+        ("9.0", ["test_plain_cpu", "test_needs_80", "test_needs_90", "test_needs_9x", "test_needs_89"], []),
+        ("10.0", ["test_plain_cpu", "test_needs_80", "test_needs_90", "test_needs_89"], ["test_needs_9x"]),
+    ],
+)
+def test_arch_markers_skip_by_capability(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], cc: str, passed: list[str], skipped: list[str]
+) -> None:
+    fake_gpu(cc=cc)
+    pytester.makepyfile(MARKED_TESTS)
+    result = pytester.runpytest("-rs", "--strict-markers")
+    result.assert_outcomes(passed=len(passed), skipped=len(skipped))
+    for name in skipped:
+        assert any(name in line or "needs compute capability" in line for line in result.outlines)
+    if skipped:
+        result.stdout.fnmatch_lines([f"*gpu-perf: needs compute capability*Fake GPU with compute capability {cc}*"])
+
+
+def test_exact_marker_reason_says_exactly(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(cc="10.0")
+    pytester.makepyfile("import pytest\n@pytest.mark.sm90(exact=True)\ndef test_wgmma():\n    pass\n")
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*needs compute capability 9.x*exactly*@pytest.mark.sm90(exact=True)*Fake GPU*10.0*"])
+
+
+def test_no_gpu_skips_gpu_tests_and_runs_the_rest(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(cc="none")
+    pytester.makepyfile(MARKED_TESTS)
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=4)
+    result.stdout.fnmatch_lines(["*gpu-perf: no GPU: fake: this machine has no GPU*"])
+
+
+def test_plugin_loads_and_skips_without_cupy(pytester: pytest.Pytester) -> None:
+    """No conftest hooks: the real probe runs. On a CUDA-less machine it must skip, not error."""
+    pytester.makepyfile("def test_on_gpu(gpu):\n    pass\n\ndef test_cpu():\n    pass\n")
+    result = pytester.runpytest_subprocess("-rs", "-p", "no:cacheprovider")
+    outcomes = result.parseoutcomes()
+    assert result.ret == pytest.ExitCode.OK
+    assert outcomes.get("passed", 0) + outcomes.get("skipped", 0) == 2
+    if outcomes.get("skipped"):  # the usual case in CI: the reason says why there is no GPU
+        result.stdout.fnmatch_lines(["*SKIPPED*gpu-perf: no GPU: *"])
+
+
+def test_perf_tests_skip_without_flag_naming_it(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    pytester.makepyfile(
+        """
+        from pytest_gpuperf import Variant
+
+        def test_timed(gpu_perf):
+            gpu_perf.measure(Variant("k", lambda: None))
+
+        def test_correct(gpu):
+            assert gpu.arch == "sm90"
+        """
+    )
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*perf test, timing is off: run pytest with --gpu-perf*"])
+    result = pytester.runpytest("--gpu-perf")
+    result.assert_outcomes(passed=2)
+
+
+def test_markers_are_registered(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")
+    for line in ("@pytest.mark.sm80*at least 8.0*", "@pytest.mark.sm90*exact=True: 9.x only*", "@pytest.mark.gpu: *", "@pytest.mark.gpu_perf(*"):
+        result.stdout.fnmatch_lines([line])
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ('@pytest.mark.gpu_arch("sm_7x")', "*gpu_arch: unknown GPU architecture 'sm_7x'*"),
+        ('@pytest.mark.gpu_arch("sm_99")', "*compute capability 9.9 does not exist*"),
+        ("@pytest.mark.sm90(exactly=True)", "*sm90 got unknown keyword(s)*exactly*only exact= is accepted*"),
+        ("@pytest.mark.sm90(exact='yes')", "*exact=...) must be True or False*"),
+        ("@pytest.mark.gpu_perf(tolerence=0.1)", "*unknown keyword 'tolerence'*expected one of*tolerance*"),
+        ("@pytest.mark.gpu_perf(tolerance=2)", "*invalid value 2 for gpu_perf_tolerance from @pytest.mark.gpu_perf on*"),
+    ],
+)
+def test_bad_markers_are_usage_errors_naming_the_test(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], source: str, message: str
+) -> None:
+    pytester.makepyfile(f"import pytest\n{source}\ndef test_marked():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+    result.stderr.fnmatch_lines(["*test_marked*"])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("sm_80", ((8, 0), False)),
+        ("sm90", ((9, 0), False)),
+        ("8.9", ((8, 9), False)),
+        ("sm_90a", ((9, 0), True)),
+        ("sm_100a", ((10, 0), True)),
+        ("compute_86", ((8, 6), False)),
+    ],
+)
+def test_parse_arch(text: str, expected: tuple[tuple[int, int], bool]) -> None:
+    assert parse_arch(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "sm", "sm_8", "ampere", "sm_9.0.1", "sm_1"])
+def test_parse_arch_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="unknown GPU architecture"):
+        parse_arch(text)

@@ -1,0 +1,254 @@
+"""The nvcc build cache, on CPU, with a stand-in compiler script (plus one real build if nvcc exists)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuperf.compile import nvcc as nvcc_module
+from pytest_gpuperf.compile.nvcc import (
+    NvccBuildError,
+    NvccNotFound,
+    build_shared_library,
+    find_nvcc,
+    parse_perf_warnings,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# Written by a real nvcc 13.0 building a CUTLASS Ping-pong GEMM without -DNDEBUG (names shortened).
+C7510_LOG = textwrap.dedent(
+    """\
+    ptxas info    : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due to wgmma pipeline crossing function boundary at a function call in the function '_ZN7cutlass13device_kernelIN...'
+    ptxas info    : 4123 bytes gmem
+    ptxas info    : Compiling entry function '_ZN7cutlass13device_kernelIN...' for 'sm_90a'
+    ptxas info    : Function properties for _ZN7cutlass13device_kernelIN...
+        8 bytes stack frame, 8 bytes spill stores, 16 bytes spill loads
+    ptxas info    : Used 168 registers, used 2 barriers, 8 bytes cumulative stack size
+    """
+)
+CLEAN_LOG = textwrap.dedent(
+    """\
+    ptxas info    : 11 bytes gmem
+    ptxas info    : Compiling entry function '_ZN7cutlass13device_kernelIN...' for 'sm_90a'
+    ptxas info    : Function properties for _ZN7cutlass13device_kernelIN...
+        0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+    ptxas info    : Used 168 registers, used 2 barriers
+    """
+)
+
+FAKE_NVCC = """\
+#!{python}
+# Stands in for nvcc: answers --version, counts builds, can sleep, fail, or print a chosen log.
+import os, sys, time
+args = sys.argv[1:]
+if "--version" in args:
+    print(os.environ.get("FAKE_NVCC_VERSION", "fake nvcc, release 0.0"))
+    sys.exit(0)
+count_file = os.environ.get("FAKE_NVCC_COUNT")
+if count_file:
+    with open(count_file, "a") as f:
+        f.write("build\\n")
+time.sleep(float(os.environ.get("FAKE_NVCC_SLEEP", "0")))
+out = args[args.index("-o") + 1]
+text = "".join(open(a).read() for a in args if a.endswith(".cu"))
+if "PARTIAL" in text:
+    open(out, "w").write("half a library")
+    sys.exit(1)
+if "#error" in text:
+    print("source.cu(1): error: planted failure", file=sys.stderr)
+    sys.exit(2)
+open(out, "w").write("fake library for: " + " ".join(args))
+sys.stderr.write(os.environ.get("FAKE_NVCC_LOG", "ptxas info    : Used 32 registers\\n"))
+"""
+
+
+@pytest.fixture
+def fake_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    script = tmp_path / "bin" / "nvcc"
+    script.parent.mkdir()
+    script.write_text(FAKE_NVCC.format(python=sys.executable))
+    script.chmod(0o755)
+    monkeypatch.setenv("FAKE_NVCC_COUNT", str(tmp_path / "count.txt"))
+    return script
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    (src / "include").mkdir(parents=True)
+    (src / "kernel.cu").write_text('#include "dep.cuh"\n__global__ void k() {}\n')
+    (src / "include" / "dep.cuh").write_text("#pragma once\nconstexpr int kDep = 1;\n")
+    return src
+
+
+def builds(tmp_path: Path) -> int:
+    count = tmp_path / "count.txt"
+    return len(count.read_text().splitlines()) if count.exists() else 0
+
+
+def build(project: Path, fake_nvcc: Path, cache: Path, **kwargs: object):  # type: ignore[no-untyped-def]
+    return build_shared_library(
+        [project / "kernel.cu"], include_dirs=[project / "include"], nvcc=fake_nvcc, cache_dir=cache, **kwargs
+    )
+
+
+def test_second_call_hits_the_cache(tmp_path: Path, project: Path, fake_nvcc: Path) -> None:
+    first = build(project, fake_nvcc, tmp_path / "cache")
+    second = build(project, fake_nvcc, tmp_path / "cache")
+    assert (first.cached, second.cached) == (False, True)
+    assert first.library == second.library and second.library.is_file()
+    assert first.key == second.key
+    assert second.log == first.log and (second.library.parent / "nvcc.log").is_file()
+    assert builds(tmp_path) == 1
+
+
+def test_command_uses_gencode_and_release_flags(tmp_path: Path, project: Path, fake_nvcc: Path) -> None:
+    result = build(project, fake_nvcc, tmp_path / "cache", flags=("-DEXTRA=1",))
+    assert "-gencode=arch=compute_90a,code=sm_90a" in result.command
+    for flag in ("-O3", "-DNDEBUG", "-shared", "-Xptxas=-v", "-DEXTRA=1"):
+        assert flag in result.command
+    assert not any(arg.startswith("-arch") for arg in result.command)
+
+
+@pytest.mark.parametrize("change", ["include_header", "sibling_header", "source", "flags", "arch", "compiler_version"])
+def test_key_changes_with_every_input(
+    tmp_path: Path, project: Path, fake_nvcc: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    cache = tmp_path / "cache"
+    first = build(project, fake_nvcc, cache)
+    kwargs: dict[str, object] = {}
+    compiler = fake_nvcc
+    if change == "include_header":
+        (project / "include" / "dep.cuh").write_text("#pragma once\nconstexpr int kDep = 22;\n")
+    elif change == "sibling_header":
+        (project / "local.cuh").write_text("#pragma once\n")
+    elif change == "source":
+        (project / "kernel.cu").write_text('#include "dep.cuh"\n__global__ void k2() {}\n')
+    elif change == "flags":
+        kwargs["flags"] = ("-DTILE=2",)
+    elif change == "arch":
+        kwargs["arch"] = "sm_80"
+    else:  # another compiler (a copy, so the per-process version memo sees a new executable)
+        compiler = tmp_path / "bin" / "nvcc-other"
+        compiler.write_text(fake_nvcc.read_text())
+        compiler.chmod(0o755)
+        monkeypatch.setenv("FAKE_NVCC_VERSION", "fake nvcc, release 0.1")
+    second = build(project, compiler, cache, **kwargs)
+    assert second.key != first.key
+    assert not second.cached
+    assert builds(tmp_path) == 2
+
+
+def test_concurrent_processes_build_once(tmp_path: Path, project: Path, fake_nvcc: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        from pytest_gpuperf.compile.nvcc import build_shared_library
+        r = build_shared_library([{str(project / 'kernel.cu')!r}], include_dirs=[{str(project / 'include')!r}],
+                                 nvcc={str(fake_nvcc)!r}, cache_dir={str(tmp_path / 'cache')!r})
+        print("cached" if r.cached else "built", r.library)
+        """
+    )
+    env = {**os.environ, "FAKE_NVCC_SLEEP": "1.5", "PYTHONPATH": str(REPO_ROOT)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outputs
+    verdicts = sorted(out.split()[0] for out, _ in outputs)
+    assert verdicts == ["built", "cached", "cached"]
+    assert len({out.split()[1] for out, _ in outputs}) == 1
+    assert builds(tmp_path) == 1
+
+
+@pytest.mark.parametrize("planted", ["#error planted\n", "PARTIAL output then exit 1\n"])
+def test_failed_build_leaves_no_entry(tmp_path: Path, project: Path, fake_nvcc: Path, planted: str) -> None:
+    (project / "kernel.cu").write_text(planted)
+    cache = tmp_path / "cache"
+    with pytest.raises(NvccBuildError) as info:
+        build(project, fake_nvcc, cache)
+    assert "-o" in info.value.command
+    leftovers = [p.name for p in (cache / "nvcc").iterdir() if not p.name.endswith(".lock")]
+    assert leftovers == []
+    (project / "kernel.cu").write_text("__global__ void k() {}\n")  # a fixed source then builds
+    assert not build(project, fake_nvcc, cache).cached
+
+
+def test_perf_warnings_reach_the_result_and_the_cached_copy(
+    tmp_path: Path, project: Path, fake_nvcc: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_NVCC_LOG", C7510_LOG)
+    first = build(project, fake_nvcc, tmp_path / "cache")
+    second = build(project, fake_nvcc, tmp_path / "cache")
+    assert len(first.perf_warnings) == 2
+    assert second.perf_warnings == first.perf_warnings
+
+
+def test_parse_perf_warnings() -> None:
+    warnings = parse_perf_warnings(C7510_LOG)
+    assert any("C7510" in w for w in warnings)
+    assert any("8 bytes spill stores" in w for w in warnings)
+    assert parse_perf_warnings(CLEAN_LOG) == ()
+    c7508 = "ptxas warning : (C7508) Potential Performance Loss: setmaxnreg ignored; unable to determine register count at entry"
+    assert parse_perf_warnings(c7508) == (c7508,)
+
+
+def test_missing_nvcc_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, project: Path) -> None:
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-cuda"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(nvcc_module, "_wheel_nvcc_candidates", lambda: [])
+    with pytest.raises(NvccNotFound, match="CUDA_HOME") as info:
+        find_nvcc()
+    assert "pip install nvidia-cuda-nvcc" in str(info.value)
+    with pytest.raises(NvccNotFound):
+        build_shared_library([project / "kernel.cu"], cache_dir=tmp_path / "cache")
+
+
+def test_find_nvcc_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_nvcc: Path) -> None:
+    def make(path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(fake_nvcc.read_text())
+        path.chmod(0o755)
+        return path
+
+    on_path = make(tmp_path / "path-bin" / "nvcc")
+    wheel = make(tmp_path / "site" / "nvidia" / "cu13" / "bin" / "nvcc")
+    home = make(tmp_path / "cuda" / "bin" / "nvcc")
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "nvidia", raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    assert find_nvcc() == home
+    monkeypatch.delenv("CUDA_HOME")
+    assert find_nvcc() == wheel
+    wheel.unlink()
+    assert find_nvcc() == on_path
+
+
+def test_bad_arch_is_rejected(tmp_path: Path, project: Path, fake_nvcc: Path) -> None:
+    with pytest.raises(ValueError, match="arch"):
+        build(project, fake_nvcc, tmp_path / "cache", arch="sm90")
+
+
+def test_real_nvcc_builds_clean_sm90a(tmp_path: Path) -> None:
+    try:
+        find_nvcc()
+    except NvccNotFound as exc:
+        pytest.skip(f"no nvcc: {exc}")
+    source = tmp_path / "scale.cu"
+    source.write_text(
+        'extern "C" __global__ void scale(float* x, float s, int n) {\n'
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) x[i] *= s;\n"
+        "}\n"
+    )
+    result = build_shared_library([source], cache_dir=tmp_path / "cache")
+    assert result.library.is_file()
+    assert "Used" in result.log and "registers" in result.log
+    assert result.perf_warnings == ()
+    assert build_shared_library([source], cache_dir=tmp_path / "cache").cached

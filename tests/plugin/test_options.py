@@ -1,0 +1,126 @@
+"""Options, ini twins, environment variables and their one precedence."""
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from pytest_gpuperf.options import SETTINGS
+
+SHOW_TOLERANCE = """
+import pytest
+
+def test_show(gpu_perf):
+    print("TOLERANCE=%s" % gpu_perf.settings.tolerance)
+
+@pytest.mark.gpu_perf(tolerance=0.3)
+def test_marked(gpu_perf):
+    print("TOLERANCE=%s" % gpu_perf.settings.tolerance)
+"""
+
+
+def test_every_option_has_help_and_an_ini_twin(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    for s in SETTINGS:
+        result.stdout.fnmatch_lines([f"*{s.flag}*"])
+        result.stdout.fnmatch_lines([f"*{s.ini} (*"])
+        assert s.help
+
+
+@pytest.mark.parametrize(
+    ("ini", "env", "cli", "plain", "marked"),
+    [
+        (None, None, None, 0.05, 0.3),
+        ("0.2", None, None, 0.2, 0.3),
+        ("0.2", "0.15", None, 0.15, 0.3),
+        ("0.2", "0.15", "0.1", 0.1, 0.3),
+        (None, None, "0.1", 0.1, 0.3),
+    ],
+)
+def test_precedence_marker_cli_env_ini(
+    pytester: pytest.Pytester,
+    fake_gpu: Callable[..., None],
+    monkeypatch: pytest.MonkeyPatch,
+    ini: str | None,
+    env: str | None,
+    cli: str | None,
+    plain: float,
+    marked: float,
+) -> None:
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n" + (f"gpu_perf_tolerance = {ini}\n" if ini else ""))
+    if env:
+        monkeypatch.setenv("GPU_PERF_TOLERANCE", env)
+    pytester.makepyfile(SHOW_TOLERANCE)
+    args = ["--gpu-perf", "-s"] + ([f"--gpu-perf-tolerance={cli}"] if cli else [])
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"*TOLERANCE={plain}*", f"*TOLERANCE={marked}*"])
+
+
+def test_enable_from_ini_and_env(pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile("def test_t(gpu_perf):\n    pass\n")
+    pytester.makeini("[pytest]\ngpu_perf = true\n")
+    pytester.runpytest().assert_outcomes(passed=1)
+    monkeypatch.setenv("GPU_PERF", "0")  # env beats ini
+    pytester.runpytest().assert_outcomes(skipped=1)
+    pytester.runpytest("--gpu-perf").assert_outcomes(passed=1)  # command line beats env
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("cli", "*invalid value 'abc' for gpu_perf_tolerance from the command line (--gpu-perf-tolerance)*between 0 and 1*"),
+        ("env", "*invalid value 'abc' for gpu_perf_tolerance from the environment variable GPU_PERF_TOLERANCE*"),
+        ("ini", "*invalid value 'abc' for gpu_perf_tolerance from the ini file (tox.ini, key gpu_perf_tolerance)*"),
+    ],
+)
+def test_bad_value_names_its_source(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatch: pytest.MonkeyPatch, where: str, message: str
+) -> None:
+    pytester.makepyfile("def test_t():\n    pass\n")
+    args: list[str] = []
+    if where == "cli":
+        args.append("--gpu-perf-tolerance=abc")
+    elif where == "env":
+        monkeypatch.setenv("GPU_PERF_TOLERANCE", "abc")
+    else:
+        pytester.makeini("[pytest]\ngpu_perf_tolerance = abc\n")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("--gpu-perf-inconclusive=maybe", "*expected one of warn, fail*"),
+        ("--gpu-perf-missing-baseline=ignore", "*expected one of pass, skip, fail*"),
+        ("--gpu-perf-cache=warm", "*expected one of cold, hot*"),
+        ("--gpu-perf-device=gpu1", "*expected 'auto' or a CUDA device ordinal*"),
+        ("--gpu-perf-budget=-1", "*expected a positive number*"),
+        ("--gpu-perf-confidence=0.3", "*between 0.5 and 1*"),
+    ],
+)
+def test_bad_choices(pytester: pytest.Pytester, flag: str, message: str) -> None:
+    pytester.makepyfile("def test_t():\n    pass\n")
+    result = pytester.runpytest(flag)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_header_lines(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    pytester.makepyfile("def test_t():\n    pass\n")
+    pytester.runpytest().stdout.fnmatch_lines(["gpu-perf: off (perf tests are skipped; run with --gpu-perf to time them)"])
+    result = pytester.runpytest("--gpu-perf")
+    result.stdout.fnmatch_lines(
+        [
+            "gpu-perf: on; GPU 0: Fake GPU (compute capability 9.0, 132 SMs, 80 GiB, L2 50 MiB)",
+            "gpu-perf: driver 0.0-fake, CUDA runtime 0.0, CuPy none; cache mode cold; baselines: *fake-gpu-sm90-132sm-80gib",
+        ]
+    )
+    fake_gpu(cc="none")
+    pytester.runpytest("--gpu-perf").stdout.fnmatch_lines(["gpu-perf: on, but no GPU: fake: this machine has no GPU; *"])
+    fake_gpu()
+    pytester.runpytest("--gpu-perf", "--gpu-perf-update-baselines").stdout.fnmatch_lines(
+        ["gpu-perf: --gpu-perf-update-baselines: this run's measurements replace the stored baselines of fake-gpu-*"]
+    )
