@@ -102,7 +102,8 @@ class GpuPerf:
         """Record ``m`` and judge it against its stored baseline; return a failure message or None."""
         key = f"{self._test_key}::{m.name}"
         store = self._session.store
-        entry = store.lookup(self.device.key, self._module, key) if check_baseline else None
+        consult = check_baseline and not self.settings.update_baselines
+        entry = store.lookup(self.device.key, self._module, key) if consult else None
         record: dict[str, Any] = {
             "kind": "measurement",
             "test": self._item.nodeid,

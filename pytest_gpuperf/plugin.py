@@ -13,6 +13,7 @@ from pytest_gpuperf.session import RECORD_KEY, GpuPerfSession
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
 SKIP_PREFIX = "gpu-perf: "
+MAX_LISTED = 10  # missing-baseline notes listed in the terminal summary
 PERF_FIXTURE = "gpu_perf"
 GPU_FIXTURE = "gpu"
 GPU_MARKERS = frozenset({"gpu", *arch.SHORTHAND_MARKERS, arch.GENERIC_MARKER})
@@ -210,12 +211,16 @@ class _RunHooks:
                 tr.write_line("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
             counts = verdict_counts(self.s.records)
             tr.write_line("verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
-        missing = sum(1 for r in self.s.records if r.get("note"))
+        missing = [r["note"] for r in self.s.records if r.get("note")]
         if missing:
             tr.write_line(
-                f"{missing} measurement(s) have no stored baseline for this GPU; "
+                f"{len(missing)} measurement(s) have no stored baseline for this GPU; "
                 "record them with: pytest --gpu-perf --gpu-perf-update-baselines"
             )
+            for note in missing[:MAX_LISTED]:
+                tr.write_line("  " + note.split(" (looked in")[0])
+            if len(missing) > MAX_LISTED:
+                tr.write_line(f"  ... and {len(missing) - MAX_LISTED} more (see the JSON report)")
         if self.s.skip_reasons:
             tr.write_line("GPU parts skipped, and why:")
             for reason, n in self.s.skip_reasons.most_common():

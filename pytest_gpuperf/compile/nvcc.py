@@ -301,7 +301,7 @@ def build_shared_library(
     all_flags = (*DEFAULT_FLAGS, *_PTXAS_REPORT_FLAGS, *flags)
     key = _cache_key(source_paths, include_paths, all_flags, arch, version)
 
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    root = (Path(cache_dir) if cache_dir is not None else default_cache_dir()).expanduser().resolve()
     root = root / "nvcc"
     root.mkdir(parents=True, exist_ok=True)
     entry = root / key
@@ -377,6 +377,7 @@ def _build_entry(
                 log=log,
             )
         (staging / "nvcc.log").write_text(log)
+        staging.chmod(0o755)  # mkdtemp makes it private; a shared cache should be readable
         (staging / "build.json").write_text(
             json.dumps({"library": lib_name, "command": command, "build_seconds": seconds}, indent=1)
         )

@@ -127,7 +127,7 @@ def measure(
     def precise(samples: list[list[float]]) -> bool:
         return median_ci(samples[0], policy.confidence).rel_halfwidth <= policy.precision
 
-    result: Measurement | None = None
+    throttle_notes: list[str] = []
     for attempt in range(policy.throttle_retries + 1):
         prepared = backend.prepare(variant, variant.cache or cache, policy.target_sample_s)
         try:
@@ -137,10 +137,10 @@ def measure(
         result = _measurement(prepared, run.samples[0], policy, run, device_key)
         if not result.throttled:
             break
-        result.notes.append(f"GPU throttled during attempt {attempt + 1}: {_reasons(run.clocks)}")
+        throttle_notes.append(f"GPU throttled during attempt {attempt + 1}: {_reasons(run.clocks)}")
         if attempt < policy.throttle_retries:
             backend.pause(policy.cooldown_s)
-    assert result is not None
+    result.notes.extend(throttle_notes)
     return result
 
 
