@@ -161,7 +161,8 @@ def build_json(
     for r in records:
         t = tests.setdefault(r["test"], {"nodeid": r["test"], "outcome": "unknown", "measurements": [], "comparisons": [], "figures": []})
         if r["kind"] == "measurement":
-            t["measurements"].append({k: v for k, v in r.items() if k not in ("kind", "test", "device")} | {"device": r["device"]["key"]})
+            kept = {k: v for k, v in r.items() if k not in ("kind", "test", "device")}
+            t["measurements"].append(kept | {"device": r["device"]["key"], "gpu_ordinal": r["device"]["ordinal"]})
         elif r["kind"] == "comparison":
             t["comparisons"].append(r["comparison"])
         elif r["kind"] == "figure":

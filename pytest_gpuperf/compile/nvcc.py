@@ -118,8 +118,13 @@ def find_nvcc() -> Path:
     else:
         tried.append("$CUDA_HOME (not set)")
     for candidate in _wheel_nvcc_candidates():
-        if _is_executable(candidate):
+        if not _is_executable(candidate):
+            continue
+        # The CUDA 13 nvcc wheel ships without cicc, which comes in nvidia-nvvm: without it
+        # this nvcc cannot compile device code, so keep looking.
+        if (candidate.parent.parent / "nvvm" / "bin" / "cicc").is_file():
             return candidate
+        tried.append(f"{candidate} (skipped: no nvvm/bin/cicc beside it; pip install nvidia-nvvm)")
     tried.append("the nvidia-cuda-nvcc pip wheel (nvidia/cu13/bin/nvcc, nvidia/cuda_nvcc/bin/nvcc)")
     on_path = shutil.which("nvcc")
     if on_path:
@@ -366,7 +371,7 @@ def _build_entry(
             str(output),
         ]
         start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, encoding="utf-8", errors="replace")
         seconds = time.perf_counter() - start
         log = done.stdout + done.stderr
         if done.returncode != 0 or not output.is_file():
@@ -381,6 +386,8 @@ def _build_entry(
         (staging / "build.json").write_text(
             json.dumps({"library": lib_name, "command": command, "build_seconds": seconds}, indent=1)
         )
+        if entry.exists():  # an entry without build.json is not from us; we hold the lock
+            shutil.rmtree(entry)
         os.replace(staging, entry)  # atomic publish: the entry appears complete or not at all
     finally:
         if staging.exists():

@@ -22,6 +22,9 @@ FAKE_CONFTEST = textwrap.dedent(
         major, minor = (int(x) for x in cc.split("."))
         return fake_device((major, minor), name=os.environ.get("FAKE_NAME", "Fake GPU"), ordinal=ordinal)
 
+    def pytest_gpuperf_device_count(config):
+        return int(os.environ.get("FAKE_GPU_COUNT", "1"))
+
     def pytest_gpuperf_backend(config, device):
         return FakeBackend(
             json.loads(os.environ.get("FAKE_TIMES", "{}")),

@@ -6,11 +6,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_gpuperf.compile import nvcc as nvcc_module
 from pytest_gpuperf.compile.nvcc import (
+    BuildResult,
     NvccBuildError,
     NvccNotFound,
     build_shared_library,
@@ -91,7 +93,7 @@ def builds(tmp_path: Path) -> int:
     return len(count.read_text().splitlines()) if count.exists() else 0
 
 
-def build(project: Path, fake_nvcc: Path, cache: Path, **kwargs: object):  # type: ignore[no-untyped-def]
+def build(project: Path, fake_nvcc: Path, cache: Path, **kwargs: Any) -> BuildResult:
     return build_shared_library(
         [project / "kernel.cu"], include_dirs=[project / "include"], nvcc=fake_nvcc, cache_dir=cache, **kwargs
     )
@@ -121,7 +123,7 @@ def test_key_changes_with_every_input(
 ) -> None:
     cache = tmp_path / "cache"
     first = build(project, fake_nvcc, cache)
-    kwargs: dict[str, object] = {}
+    kwargs: dict[str, Any] = {}
     compiler = fake_nvcc
     if change == "include_header":
         (project / "include" / "dep.cuh").write_text("#pragma once\nconstexpr int kDep = 22;\n")
@@ -179,6 +181,14 @@ def test_failed_build_leaves_no_entry(tmp_path: Path, project: Path, fake_nvcc: 
     assert not build(project, fake_nvcc, cache).cached
 
 
+def test_an_entry_without_its_manifest_is_rebuilt(tmp_path: Path, project: Path, fake_nvcc: Path) -> None:
+    first = build(project, fake_nvcc, tmp_path / "cache")
+    (first.library.parent / "build.json").unlink()
+    second = build(project, fake_nvcc, tmp_path / "cache")
+    assert not second.cached and second.library.is_file()
+    assert build(project, fake_nvcc, tmp_path / "cache").cached
+
+
 def test_perf_warnings_reach_the_result_and_the_cached_copy(
     tmp_path: Path, project: Path, fake_nvcc: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,6 +235,8 @@ def test_find_nvcc_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_n
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
     assert find_nvcc() == home
     monkeypatch.delenv("CUDA_HOME")
+    assert find_nvcc() == on_path  # a wheel nvcc without cicc (nvidia-nvvm) cannot compile: skipped
+    make(tmp_path / "site" / "nvidia" / "cu13" / "nvvm" / "bin" / "cicc")
     assert find_nvcc() == wheel
     wheel.unlink()
     assert find_nvcc() == on_path

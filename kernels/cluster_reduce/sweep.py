@@ -1,0 +1,203 @@
+"""One-shot device run: check every variant, survey the note's race, time the grid.
+
+    python -m kernels.cluster_reduce.sweep --out cluster_reduce_sweep.json
+
+1. Checks: every variant x stage on a few shapes, with and without the forced worst
+   interleaving (skew); PASS/FAIL with the number of wrong elements. `dsmem_note` is expected
+   to FAIL with skew (that is the note's race).
+2. Race survey: the note's kernel without skew, many runs with fresh inputs, compared with the
+   fixed `dsmem` on the device: how often does the race show up on its own?
+3. Timings (cold L2): every variant x stage x perf grid (x block sizes for LINEAR), with the
+   effective bandwidth (minimum bytes / time) and the speedup over `baseline` and `baseline_v8`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from kernels.cluster_reduce.family import (
+    DEFAULT_THREADS,
+    ELEMENTS_PER_BLOCK,
+    PERF_GRIDS,
+    STAGES,
+    THREAD_SWEEP,
+    VARIANTS,
+    call_bytes,
+    call_flops,
+)
+from kernels.cluster_reduce.launch import make_launch
+from kernels.cluster_reduce.reference import make_input, racy_reference, reference
+
+RACE_SURVEY_RUNS = 200
+
+
+def check_shapes(sm_count: int) -> list[tuple[int, int, int]]:
+    """(clusters, size, threads): the note's shape on one cluster and on every SM, and a ragged one."""
+    return [(1, ELEMENTS_PER_BLOCK, 512), (max(1, sm_count // 2), ELEMENTS_PER_BLOCK, 256), (5, 1000, 96)]
+
+
+def run_checks(sm_count: int) -> list[dict[str, Any]]:
+    import cupy
+
+    rows = []
+    for clusters, size, threads in check_shapes(sm_count):
+        x_host = make_input(clusters, size, seed=clusters * 7919 + size)
+        x = cupy.asarray(x_host)
+        out = cupy.empty_like(x)
+        for stage in STAGES:
+            expected = reference(x_host, size, stage).astype(np.float64)
+            for variant, spec in VARIANTS.items():
+                for skew in (False, True):
+                    out.fill(np.nan)
+                    make_launch(variant, stage, x, out, size=size, threads=threads, skew=skew)()
+                    got = cupy.asnumpy(out).astype(np.float64)
+                    wrong = ~((got == expected) | (np.isnan(got) & np.isnan(expected)))
+                    ok = not wrong.any()
+                    expected_failure = not spec.race_free and skew
+                    status = "PASS" if ok else ("FAIL (expected: the note's race)" if expected_failure else "FAIL")
+                    finite = np.isfinite(got) & np.isfinite(expected)
+                    max_abs = float(np.max(np.abs(got - expected)[finite], initial=0.0))
+                    row = {
+                        "variant": variant, "stage": stage, "clusters": clusters, "size": size,
+                        "threads": threads, "skew": skew, "ok": ok, "expected_failure": expected_failure,
+                        "wrong_elements": int(wrong.sum()), "max_abs_error": max_abs,
+                    }
+                    if expected_failure:  # does the output match the race's prediction exactly?
+                        row["matches_racy_model"] = bool(np.array_equal(
+                            got, racy_reference(x_host, size, stage).astype(np.float64), equal_nan=True))
+                        status += f", racy model {'matched' if row['matches_racy_model'] else 'NOT matched'}"
+                    rows.append(row)
+                    print(f"check {variant:15s} {stage:6s} clusters={clusters:<4d} size={size:<6d} "
+                          f"threads={threads:<5d} skew={int(skew)}  {status}  wrong={int(wrong.sum())} "
+                          f"max_abs={max_abs:.3g}")
+    return rows
+
+
+def race_survey(sm_count: int, runs: int) -> list[dict[str, Any]]:
+    """How often the note's in-place kernel is wrong without a forced interleaving."""
+    import cupy
+
+    rows = []
+    size = ELEMENTS_PER_BLOCK
+    for clusters in (1, max(1, sm_count // 2)):
+        for threads in (DEFAULT_THREADS, 1024):
+            x = cupy.empty(clusters * 2 * size, dtype=cupy.float16)
+            note_out, fixed_out = cupy.empty_like(x), cupy.empty_like(x)
+            note = make_launch("dsmem_note", "linear", x, note_out, size=size, threads=threads)
+            fixed = make_launch("dsmem", "linear", x, fixed_out, size=size, threads=threads)
+            bad_runs, bad_elements = 0, 0
+            generator = cupy.random.default_rng(clusters * 31 + threads)
+            for _ in range(runs):
+                x[...] = generator.standard_normal(x.size, dtype=cupy.float32).astype(cupy.float16)
+                x[x == 0] = 1  # never zeros
+                note_out.fill(np.nan)
+                fixed_out.fill(np.nan)
+                note()
+                fixed()
+                wrong = int((note_out != fixed_out).sum())
+                bad_runs += wrong > 0
+                bad_elements += wrong
+            rows.append({"clusters": clusters, "threads": threads, "runs": runs, "wrong_runs": bad_runs,
+                         "wrong_elements": bad_elements})
+            print(f"race dsmem_note linear clusters={clusters:<4d} threads={threads:<5d} "
+                  f"wrong in {bad_runs}/{runs} runs ({bad_elements} elements in all)")
+    return rows
+
+
+def run_timings(sm_count: int, thread_sweep: Sequence[int]) -> list[dict[str, Any]]:
+    import cupy
+
+    from pytest_gpuperf.bench import time_callable
+
+    rows = []
+    size = ELEMENTS_PER_BLOCK
+    for grid, clusters_for in PERF_GRIDS.items():
+        clusters = clusters_for(sm_count)
+        x = cupy.asarray(make_input(clusters, size, seed=clusters))
+        out = cupy.empty_like(x)
+        nbytes, flops = call_bytes(x.size), call_flops(x.size)
+        for stage in STAGES:
+            for threads in thread_sweep if stage == "linear" else (DEFAULT_THREADS,):
+                for variant in VARIANTS:
+                    launch = make_launch(variant, stage, x, out, size=size, threads=threads)
+                    m = time_callable(launch, name=variant, cache="cold", bytes=nbytes, flops=flops)
+                    rows.append({
+                        "variant": variant, "stage": stage, "grid": grid, "clusters": clusters, "size": size,
+                        "threads": threads, "median_us": m.median_s * 1e6, "ci_low_us": m.ci_low_s * 1e6,
+                        "ci_high_us": m.ci_high_s * 1e6, "effective_gbps": (m.bandwidth or 0.0) / 1e9,
+                        "n": m.n, "throttled": m.throttled,
+                    })
+    _add_speedups(rows)
+    return rows
+
+
+def _add_speedups(rows: list[dict[str, Any]]) -> None:
+    by_key = {(r["variant"], r["stage"], r["grid"], r["threads"]): r for r in rows}
+    for r in rows:
+        for base in ("baseline", "baseline_v8"):
+            ref = by_key.get((base, r["stage"], r["grid"], r["threads"]))
+            r[f"speedup_vs_{base}"] = ref["median_us"] / r["median_us"] if ref else None
+
+
+def print_timings(rows: list[dict[str, Any]]) -> None:
+    print(f"\n{'variant':15s} {'stage':6s} {'grid':11s} {'clus':>5s} {'thr':>5s} {'median us':>10s} "
+          f"{'95% CI us':>19s} {'GB/s':>8s} {'x base':>7s} {'x base_v8':>9s}")
+    for r in rows:
+        ci = f"[{r['ci_low_us']:.2f}, {r['ci_high_us']:.2f}]"
+        print(f"{r['variant']:15s} {r['stage']:6s} {r['grid']:11s} {r['clusters']:5d} {r['threads']:5d} "
+              f"{r['median_us']:10.2f} {ci:>19s} {r['effective_gbps']:8.1f} "
+              f"{r['speedup_vs_baseline']:7.3f} {r['speedup_vs_baseline_v8']:9.3f}")
+    print("\nbest block size per variant (linear):")
+    for grid in PERF_GRIDS:
+        for variant in VARIANTS:
+            cands = [r for r in rows if r["variant"] == variant and r["grid"] == grid and r["stage"] == "linear"]
+            best = min(cands, key=lambda r: r["median_us"])
+            print(f"  {grid:11s} {variant:15s} threads={best['threads']:<5d} {best['median_us']:.2f} us")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run checks, the race survey and the timings; write everything as JSON to --out."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="JSON file for all figures")
+    parser.add_argument("--race-runs", type=int, default=RACE_SURVEY_RUNS, help="runs per race-survey point")
+    parser.add_argument("--quick", action="store_true", help=f"time only {DEFAULT_THREADS} threads per block")
+    args = parser.parse_args(argv)
+
+    from pytest_gpuperf.bench import device
+
+    info = device()
+    started = time.time()
+    print(f"device: {info.name} ({info.arch}, {info.sm_count} SMs, key {info.key})")
+    checks = run_checks(info.sm_count)
+    survey = race_survey(info.sm_count, args.race_runs)
+    timings = run_timings(info.sm_count, (DEFAULT_THREADS,) if args.quick else THREAD_SWEEP)
+    print_timings(timings)
+
+    unexpected = [c for c in checks if not c["ok"] and not c["expected_failure"]]
+    missed = [c for c in checks if c["ok"] and c["expected_failure"]]
+    result = {
+        "family": "cluster_reduce",
+        "device": {"name": info.name, "arch": info.arch, "sm_count": info.sm_count, "key": info.key},
+        "date": time.strftime("%Y-%m-%d"),
+        "checks": checks,
+        "race_survey": survey,
+        "timings": timings,
+        "unexpected_failures": len(unexpected),
+        "race_not_reproduced": len(missed),
+        "wall_s": time.time() - started,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    print(f"\nchecks: {len(checks) - len(unexpected) - len(missed)} as expected, {len(unexpected)} unexpected "
+          f"failures, {len(missed)} skewed dsmem_note runs that were right; wall {result['wall_s']:.1f} s; "
+          f"wrote {args.out}")
+    return 1 if unexpected or missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""Compile and launch the decode megakernel (CuPy, cooperative launch), with input checks.
+
+``Megakernel`` owns one model on the GPU: packed weights, KV cache, scratch, the compiled
+variants and the grid. ``launcher()`` checks its arguments once and returns a closure that only
+enqueues one decode step on the current CuPy stream (no allocation, no synchronization), as the
+timing engine needs.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from kernels.megakernel.config import ModelConfig
+from kernels.megakernel.family import SOURCES, VARIANTS
+from kernels.megakernel.layout import THREADS, DecodeBuffers, shared_bytes
+
+COMPILE_OPTIONS = ("-std=c++17",)
+GRID_SYNC_MODES = ("cooperative_groups", "subset_barrier")  # grid_sync_loop<0>, <1>
+
+
+def kernel_name(variant: str) -> str:
+    """The template instantiation (NVRTC name expression) of ``variant``."""
+    return f"megakernel_decode<{VARIANTS.index(variant)}>"
+
+
+def decode_module(config: ModelConfig) -> Any:
+    """The compiled ``cupy.RawModule`` holding every variant for this model shape."""
+    from pytest_gpuperf.compile import load_module
+
+    return load_module(SOURCES[0], options=COMPILE_OPTIONS + config.compile_defines(),
+                       name_expressions=tuple(kernel_name(v) for v in VARIANTS))
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+
+
+def _resident_blocks_per_sm(function: Any, smem: int) -> int:
+    import cupy
+
+    return int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, THREADS, smem))
+
+
+class Megakernel:
+    """One model on the GPU and its decode step, in any of the family's variants.
+
+    ``grid_blocks`` defaults to one block per multiprocessor (the kernel's register budget allows
+    one 512-thread block per SM); any count from ``kv_heads`` up to the co-resident maximum works.
+    """
+
+    def __init__(self, config: ModelConfig, weights: Mapping[str, np.ndarray], *, max_seq: int,
+                 grid_blocks: int | None = None):
+        import cupy
+
+        if max_seq < 1:
+            raise ValueError(f"max_seq must be at least 1, got {max_seq}")
+        self.config = config
+        self.max_seq = max_seq
+        self.shared_bytes = shared_bytes(config)
+        module = decode_module(config)
+        self._module = module
+        self._functions = {v: module.get_function(kernel_name(v)).kernel for v in VARIANTS}
+        sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        per_sm = min(_resident_blocks_per_sm(f, self.shared_bytes) for f in self._functions.values())
+        if per_sm < 1:
+            raise RuntimeError(f"a {THREADS}-thread block with {self.shared_bytes} B of shared memory does not fit on an SM")
+        self.max_grid_blocks = per_sm * sm_count
+        self.grid_blocks = sm_count if grid_blocks is None else grid_blocks
+        if not config.kv_heads <= self.grid_blocks <= self.max_grid_blocks:
+            raise ValueError(f"grid_blocks must be in [{config.kv_heads}, {self.max_grid_blocks}] "
+                             f"(kv heads .. co-resident blocks), got {self.grid_blocks}")
+        self.buffers = DecodeBuffers.build(config, weights, max_seq, self.grid_blocks, xp=cupy)
+        self._params = self.buffers.params()
+
+    # ---- state ----------------------------------------------------------------------------
+    def set_kv_cache(self, k_cache: np.ndarray, v_cache: np.ndarray) -> None:
+        """Copy host K and V caches (bf16 bits, ``[layers, kv_heads, max_seq, 128]``) to the GPU."""
+        for name, value in (("k_cache", k_cache), ("v_cache", v_cache)):
+            target = self.buffers[name]
+            if value.shape != target.shape or value.dtype != np.uint16:
+                raise ValueError(f"{name} must be uint16 of shape {target.shape}, got {value.dtype} {value.shape}")
+            target.set(value)
+
+    @property
+    def logits(self) -> Any:
+        """The last step's logits, a CuPy float32 ``[vocab]`` array."""
+        return self.buffers["logits"]
+
+    def shared_bytes_in_module(self) -> int:
+        """``mk_shared_bytes`` as compiled into the module (should equal ``self.shared_bytes``)."""
+        import cupy
+
+        pointer = self._module.get_global("mk_shared_bytes")
+        return int(cupy.ndarray((1,), cupy.int32, pointer).get()[0])
+
+    # ---- launching ------------------------------------------------------------------------
+    def _check(self, variant: str, token: int, position: int) -> None:
+        _check_variant(variant)
+        if not 0 <= token < self.config.vocab:
+            raise ValueError(f"token must be in [0, {self.config.vocab}), got {token}")
+        if not 0 <= position < self.max_seq:
+            raise ValueError(f"position must be in [0, {self.max_seq}) (the KV-cache length), got {position}")
+
+    def launcher(self, variant: str, token: int, position: int) -> Callable[[], None]:
+        """A closure enqueueing one decode step of ``variant`` on the current CuPy stream."""
+        self._check(variant, token, position)
+        function = self._functions[variant]
+        grid, block = (self.grid_blocks,), (THREADS,)
+        args = (self._params, np.int32(token), np.int32(position))
+        smem = self.shared_bytes
+
+        def launch() -> None:
+            function(grid, block, args, shared_mem=smem, enable_cooperative_groups=True)
+
+        return launch
+
+    def step(self, variant: str, token: int, position: int) -> Any:
+        """Run one decode step now; returns the logits array (CuPy, on the GPU)."""
+        self.launcher(variant, token, position)()
+        return self.logits
+
+    def greedy(self, variant: str, first_token: int, steps: int) -> list[int]:
+        """Greedy decode from position 0: the token chosen after each of ``steps`` steps (argmax on
+        the host side of the launch, so every step synchronizes)."""
+        import cupy
+
+        if not 1 <= steps <= self.max_seq:
+            raise ValueError(f"steps must be in [1, {self.max_seq}], got {steps}")
+        tokens = []
+        token = first_token
+        for position in range(steps):
+            token = int(cupy.argmax(self.step(variant, token, position)))
+            tokens.append(token)
+        return tokens
+
+
+class GridSyncCost:
+    """Launchers of ``grid_sync_loop``: a cooperative grid that only synchronises ``iterations`` times."""
+
+    def __init__(self, grid_blocks: int):
+        import cupy
+
+        from pytest_gpuperf.compile import load_module
+
+        names = tuple(f"grid_sync_loop<{i}>" for i in range(len(GRID_SYNC_MODES)))
+        module = load_module(SOURCES[1], options=COMPILE_OPTIONS, name_expressions=names)
+        self._functions = {mode: module.get_function(name).kernel for mode, name in zip(GRID_SYNC_MODES, names)}
+        self.grid_blocks = grid_blocks
+        self._word = cupy.zeros(1, dtype=cupy.uint32)
+
+    def launcher(self, mode: str, iterations: int) -> Callable[[], None]:
+        if mode not in GRID_SYNC_MODES:
+            raise ValueError(f"mode must be one of {GRID_SYNC_MODES}, got {mode!r}")
+        if iterations < 0:
+            raise ValueError(f"iterations must be non-negative, got {iterations}")
+        function = self._functions[mode]
+        grid, block, args = (self.grid_blocks,), (THREADS,), (self._word, np.int32(iterations))
+
+        def launch() -> None:
+            function(grid, block, args, enable_cooperative_groups=True)
+
+        return launch

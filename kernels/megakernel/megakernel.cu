@@ -1,0 +1,743 @@
+// One persistent cooperative launch per decode token for a Qwen3-shaped model (batch 1).
+//
+// Every block of the grid walks the same phase list; grid_sync() (cooperative_groups) separates
+// phases whose inputs another block writes. The five variants share this source and one launch
+// harness; they differ only in the Variant<V> switches below (README.md: syncs per layer).
+//
+// Precision contract (reference.py follows it):
+//   weights, embedding, KV cache: bf16. Everything else is fp32: the residual stream, every
+//   activation (GEMV inputs included), every sum. The only rounding to bf16 is K and V on their
+//   way into the cache. Logits are written in fp32.
+//
+// Model shape: compile-time macros (defaults: Qwen3-0.6B); launch.py passes them with -D.
+#include "mk_device.cuh"
+
+#ifndef MK_LAYERS
+#define MK_LAYERS 28
+#endif
+#ifndef MK_HIDDEN
+#define MK_HIDDEN 1024
+#endif
+#ifndef MK_Q_HEADS
+#define MK_Q_HEADS 16
+#endif
+#ifndef MK_KV_HEADS
+#define MK_KV_HEADS 8
+#endif
+#ifndef MK_INTERMEDIATE
+#define MK_INTERMEDIATE 3072
+#endif
+#ifndef MK_RMS_EPS
+#define MK_RMS_EPS 1e-6f
+#endif
+
+namespace mk {
+
+constexpr int kLayers = MK_LAYERS;
+constexpr int kHidden = MK_HIDDEN;
+constexpr int kQHeads = MK_Q_HEADS;
+constexpr int kKVHeads = MK_KV_HEADS;
+constexpr int kInter = MK_INTERMEDIATE;
+constexpr float kRmsEps = MK_RMS_EPS;
+constexpr int kHeadDim = 128;
+constexpr int kGqa = kQHeads / kKVHeads;        // query heads per kv head
+constexpr int kQDim = kQHeads * kHeadDim;
+constexpr int kGroupRows = (kGqa + 2) * kHeadDim;  // packed QKV rows of one kv head: its q heads, k, v
+constexpr int kQkvRows = kKVHeads * kGroupRows;
+constexpr float kAttnScale = 0.08838834764831845f;  // 1 / sqrt(128)
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kGemvUnroll = 8;          // 16-byte weight loads in flight per thread
+constexpr int kAttnTile = kThreads / 16;  // keys per tile: 16 threads x 8 dims cover one key row
+constexpr int kAttnUnroll = 4;          // key/value tiles loaded before first use
+constexpr int kAttnMaxChunk = 1024;     // most keys one attention unit takes
+constexpr int kPartialStride = kHeadDim + 2;  // split-attention record: o[128], max, sum
+
+__host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
+constexpr int kMaxK = imax(kHidden, imax(kQDim, kInter));
+constexpr int kPartialFloats = imax(4096, kWarps * kGqa * kHeadDim);
+
+static_assert(kQHeads % kKVHeads == 0, "query heads must be a multiple of kv heads");
+static_assert(kHidden % 256 == 0 && kQDim % 256 == 0 && kInter % 256 == 0,
+              "GEMV inner dimensions must be multiples of 256 (32 lanes x 8 bf16)");
+static_assert(kHidden % 8 == 0, "hidden size must be a multiple of 8");
+static_assert(kGqa + 2 <= kWarps, "the fused attention prologue needs one warp per q head plus two");
+static_assert(kGqa * kHeadDim <= kThreads, "attention output: one thread per (q head, dim)");
+static_assert(kAttnMaxChunk % kAttnTile == 0, "attention chunks are whole tiles");
+
+// ---- kernel parameters: passed by value; launch.py PARAM_FIELDS lists the same fields in order.
+struct MegakernelParams {
+    const bf16_t* embed;       // [vocab][hidden], also the (tied) LM head
+    const bf16_t* w_qkv;       // [layers][kv_heads][(gqa + 2) * 128][hidden]: per kv head its q heads, k, v
+    const bf16_t* w_o;         // [layers][hidden][q_heads * 128]
+    const bf16_t* w_gate_up;   // [layers][2 * inter][hidden]: row 2i = gate_i, row 2i + 1 = up_i
+    const bf16_t* w_down;      // [layers][hidden][inter]
+    const bf16_t* norm_in;     // [layers][hidden]
+    const bf16_t* norm_post;   // [layers][hidden]
+    const bf16_t* norm_q;      // [layers][128]
+    const bf16_t* norm_k;      // [layers][128]
+    const bf16_t* norm_final;  // [hidden]
+    const float* rope;         // [max_seq][128]: cos(p * f_i) at [i], sin(p * f_i) at [64 + i], i < 64
+    bf16_t* k_cache;           // [layers][kv_heads][max_seq][128]
+    bf16_t* v_cache;           // [layers][kv_heads][max_seq][128]
+    float* logits;             // [vocab]
+    float* residual;           // [hidden]
+    float* normed;             // [hidden]: RMSNorm output when block 0 computes it (baseline)
+    float* qkv;                // [kv_heads][(gqa + 2) * 128]: raw projections, same order as w_qkv rows
+    float* q_rot;              // [q_heads][128]: normalised, rotated q (variants without fused QK)
+    float* attn_partial;       // [kv_heads][units][gqa][130]: split-attention records
+    float* attn_out;           // [q_heads * 128]
+    float* act;                // [inter]: silu(gate) * up
+    float* sumsq_partial;      // [blocks]: per-block sum of squares of the residual rows it wrote
+    unsigned* counters;        // [2 * kv_heads]: split-attention arrivals, then head-group barrier words
+    long long vocab;
+    long long max_seq;
+};
+
+// ---- variants ------------------------------------------------------------------------------
+// redundant_norm: every block computes the RMSNorm it needs (else block 0 does, then a grid sync).
+// head_groups:    a fixed group of blocks per kv head runs its QKV rows, QK-norm/RoPE and attention,
+//                 with group barriers in between instead of grid syncs.
+// fused_qk:       QK-norm + RoPE + KV-cache write run in the attention prologue, not in a phase.
+// norm_partials:  O/down epilogues publish per-block sums of squares; the next RMSNorm adds them
+//                 instead of reducing the whole vector again.
+// prefetch:       L2 prefetch of each block's next weight slice and KV range, and ahead in the LM head.
+template <int V> struct Variant;
+template <> struct Variant<0> {  // baseline: 8 grid syncs per layer
+    static constexpr bool redundant_norm = false, head_groups = false, fused_qk = false,
+                          norm_partials = false, prefetch = false;
+};
+template <> struct Variant<1> {  // redundant RMSNorm: 6
+    static constexpr bool redundant_norm = true, head_groups = false, fused_qk = false,
+                          norm_partials = false, prefetch = false;
+};
+template <> struct Variant<2> {  // head-based: 4 grid syncs + 2 group barriers
+    static constexpr bool redundant_norm = true, head_groups = true, fused_qk = false,
+                          norm_partials = false, prefetch = false;
+};
+template <> struct Variant<3> {  // fused phases: 5
+    static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
+                          norm_partials = true, prefetch = false;
+};
+template <> struct Variant<4> {  // fused phases + L2 prefetch: 5
+    static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
+                          norm_partials = true, prefetch = true;
+};
+
+// ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
+constexpr int kMiscFloats = 64;
+constexpr int kStatsSlot = 32;  // misc[32 ..): softmax (max, sum) per q head
+constexpr int kFlagSlot = 63;   // misc[63]: "this block combines" flag
+static_assert(kStatsSlot + 2 * kGqa <= kFlagSlot, "softmax statistics overlap the flag");
+
+__host__ __device__ constexpr int round16(int bytes) { return (bytes + 15) / 16 * 16; }
+constexpr int kVecBytes = round16(kMaxK * 4);
+constexpr int kPartialBytes = kPartialFloats * 4;
+constexpr int kScoresBytes = kGqa * kAttnMaxChunk * 4;
+constexpr int kQBytes = kGqa * kHeadDim * 4;
+constexpr int kSharedBytes = kVecBytes + kPartialBytes + kScoresBytes + kQBytes + kMiscFloats * 4;
+
+struct Shared {
+    float* vec;      // GEMV input vector, permuted by vec_slot
+    float* partial;  // GEMV segment sums; attention's cross-warp reduction
+    float* scores;   // [gqa][kAttnMaxChunk]
+    float* q;        // [gqa][128]
+    float* misc;     // reduction scratch, softmax statistics, flag
+};
+
+__device__ __forceinline__ Shared carve_shared() {
+    unsigned char* base = mk_shared_memory();
+    Shared s;
+    s.vec = reinterpret_cast<float*>(base);
+    s.partial = reinterpret_cast<float*>(base + kVecBytes);
+    s.scores = reinterpret_cast<float*>(base + kVecBytes + kPartialBytes);
+    s.q = reinterpret_cast<float*>(base + kVecBytes + kPartialBytes + kScoresBytes);
+    s.misc = reinterpret_cast<float*>(base + kVecBytes + kPartialBytes + kScoresBytes + kQBytes);
+    return s;
+}
+
+__device__ __forceinline__ size_t kv_offset(const MegakernelParams& P, int layer, int kv_head, int pos) {
+    return (static_cast<size_t>(layer * kKVHeads + kv_head) * static_cast<size_t>(P.max_seq) + pos) * kHeadDim;
+}
+
+// ---- vectors ----------------------------------------------------------------------------------
+// The GEMV input vector lives in shared memory as two float4 arrays: elements 8c..8c+3 at
+// float4 c of the low half, 8c+4..8c+7 at float4 c of the high half. A lane reading its 8 inputs
+// then makes two conflict-free 16-byte accesses (plain order would be 32-byte strided: 2-way
+// bank conflicts).
+constexpr int kVecHalf = kMaxK / 2;
+
+__device__ __forceinline__ int vec_slot(int i) { return ((i & 7) < 4 ? 0 : kVecHalf) + (i >> 3) * 4 + (i & 3); }
+
+// fp32 vector of n elements (n % 8 == 0) written by other blocks -> shared memory, then a barrier.
+__device__ __forceinline__ void load_vector_to_shared(const float* src, int n, float* vec) {
+    for (int c = threadIdx.x; c < n / 8; c += kThreads) {
+        const uint4 lo = load_l2_16B(src + c * 8);
+        const uint4 hi = load_l2_16B(src + c * 8 + 4);
+        reinterpret_cast<uint4*>(vec)[c] = lo;
+        reinterpret_cast<uint4*>(vec + kVecHalf)[c] = hi;
+    }
+    __syncthreads();
+}
+
+// x[i] / sqrt(mean(x^2) + eps) * weight[i] over the hidden vector, into shared memory (vec_slot
+// order) when `to_shared`, else into the global vector dst. x is the embedding row of `token`
+// (layer 0's input) or the residual stream. With `from_partials` the sum of squares is the sum of
+// the per-block partials the previous GEMV epilogue published. All threads of the block call this.
+__device__ __forceinline__ void rmsnorm_hidden(const MegakernelParams& P, bool from_embedding, bool from_partials,
+                                               int token, const bf16_t* weight, bool to_shared, float* dst,
+                                               float* misc) {
+    constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
+    float x[kPer];
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        x[j] = 0.f;
+        if (i < kHidden) {
+            x[j] = from_embedding ? bf16_to_float(P.embed[static_cast<size_t>(token) * kHidden + i])
+                                  : load_l2_f32(P.residual + i);
+            ss = fmaf(x[j], x[j], ss);
+        }
+    }
+    float total;
+    if (from_partials) {
+        if (threadIdx.x < 32) {
+            float s = 0.f;
+            for (int i = threadIdx.x; i < static_cast<int>(gridDim.x); i += 32) s += load_l2_f32(P.sumsq_partial + i);
+            s = warp_sum(s);
+            if (threadIdx.x == 0) misc[0] = s;
+        }
+        __syncthreads();
+        total = misc[0];
+    } else {
+        total = block_sum<kThreads>(ss, misc);
+    }
+    const float inv_rms = 1.0f / sqrtf(total / static_cast<float>(kHidden) + kRmsEps);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < kHidden) dst[to_shared ? vec_slot(i) : i] = x[j] * inv_rms * bf16_to_float(weight[i]);
+    }
+}
+
+// Leaves the RMSNorm of the hidden vector in s.vec, by the variant's method.
+template <class T>
+__device__ __forceinline__ void rmsnorm_into_vec(const MegakernelParams& P, bool from_embedding, int token,
+                                                 const bf16_t* weight, const Shared& s) {
+    if (T::redundant_norm) {
+        rmsnorm_hidden(P, from_embedding, T::norm_partials && !from_embedding, token, weight, true, s.vec, s.misc);
+        __syncthreads();
+    } else {
+        if (blockIdx.x == 0) rmsnorm_hidden(P, from_embedding, false, token, weight, false, P.normed, s.misc);
+        grid_sync();
+        load_vector_to_shared(P.normed, kHidden, s.vec);
+    }
+}
+
+// ---- GEMV -------------------------------------------------------------------------------------
+// Rows [row0, row0 + nrows) of the row-major bf16 matrix W (kK columns) times the fp32 vector x_s
+// (shared memory, vec_slot order). The block streams its rows as one flat run of 16-byte chunks: thread t takes
+// chunks t, t + 512, ... with kGemvUnroll loads in flight, whatever the row count. kK is a multiple
+// of 256, so a warp's 32 consecutive chunks lie in one row: the warp reduces them and lane 0
+// stores the sum of that 256-column segment. Each output then adds its segments in a fixed order
+// (no atomics: results do not depend on timing) and goes to the epilogue, which returns a value
+// summed per thread (the residual epilogues return x^2 for the fused RMSNorm).
+// `stream_ahead` (sm_90) keeps an L2 bulk prefetch two rounds ahead of the loads.
+template <int kK, int kRowsPerOut, typename Epilogue>
+__device__ __forceinline__ float block_gemv(const bf16_t* W, int row0, int nrows, const float* x_s, float* part_s,
+                                            bool stream_ahead, Epilogue epilogue) {
+    constexpr int kChunksPerRow = kK / 8;
+    constexpr int kSegs = kK / 256;
+    constexpr int kTileRows = kPartialFloats / kSegs / kRowsPerOut * kRowsPerOut;
+    constexpr int kRound = kThreads * kGemvUnroll;  // chunks per round
+    static_assert(kTileRows >= kRowsPerOut, "GEMV tile holds no output");
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int total_chunks = nrows * kChunksPerRow;
+    const bf16_t* Wb = W + static_cast<size_t>(row0) * kK;
+    float epilogue_sum = 0.f;
+
+    for (int tile0 = 0; tile0 < nrows; tile0 += kTileRows) {
+        const int rows = min(kTileRows, nrows - tile0);
+        const int nchunks = rows * kChunksPerRow;
+        const bf16_t* Wt = Wb + static_cast<size_t>(tile0) * kK;
+        for (int base = 0; base < nchunks; base += kRound) {
+            if (stream_ahead && tid == 0) {
+                const int ahead = tile0 * kChunksPerRow + base + 2 * kRound;
+                const int count = min(kRound, total_chunks - ahead);
+                if (count > 0) prefetch_l2_async(Wb + static_cast<size_t>(ahead) * 8, static_cast<unsigned>(count) * 16u);
+            }
+            uint4 w[kGemvUnroll];
+#pragma unroll
+            for (int u = 0; u < kGemvUnroll; ++u) {
+                const int c = base + u * kThreads + tid;
+                if (c < nchunks) w[u] = load_weights_16B(Wt + static_cast<size_t>(c) * 8);
+            }
+#pragma unroll
+            for (int u = 0; u < kGemvUnroll; ++u) {
+                const int c = base + u * kThreads + tid;
+                if (c < nchunks) {  // uniform per warp: nchunks is a multiple of 32
+                    const int r = c / kChunksPerRow;
+                    const int col8 = c - r * kChunksPerRow;
+                    const float4 xlo = reinterpret_cast<const float4*>(x_s)[col8];
+                    const float4 xhi = reinterpret_cast<const float4*>(x_s + kVecHalf)[col8];
+                    const float s = warp_sum(dot8_bf16_f32(w[u], xlo, xhi));
+                    if (lane == 0) part_s[(col8 >> 5) * kTileRows + r] = s;
+                }
+            }
+        }
+        __syncthreads();
+        const int outputs = rows / kRowsPerOut;
+        for (int o = tid; o < outputs; o += kThreads) {
+            float v[kRowsPerOut];
+#pragma unroll
+            for (int k = 0; k < kRowsPerOut; ++k) {
+                float acc = 0.f;
+#pragma unroll
+                for (int seg = 0; seg < kSegs; ++seg) acc += part_s[seg * kTileRows + o * kRowsPerOut + k];
+                v[k] = acc;
+            }
+            epilogue_sum += epilogue(row0 + tile0 + o * kRowsPerOut, v);
+        }
+        __syncthreads();  // part_s is rewritten by the next tile
+    }
+    return epilogue_sum;
+}
+
+// Per-block sum of the residual epilogue's x^2, for the next RMSNorm (norm_partials variants).
+// Threads that wrote no output hold 0. With at most 32 outputs, all of them sit in warp 0.
+__device__ __forceinline__ void publish_sumsq(const MegakernelParams& P, float sq, int outputs, float* misc) {
+    if (outputs <= 32) {
+        if (threadIdx.x < 32) {
+            const float s = warp_sum(sq);
+            if (threadIdx.x == 0) P.sumsq_partial[blockIdx.x] = s;
+        }
+    } else {
+        const float s = block_sum<kThreads>(sq, misc);
+        if (threadIdx.x == 0) P.sumsq_partial[blockIdx.x] = s;
+    }
+}
+
+// One thread asks for this block's slice [row0, row0 + nrows) of W in L2, at most max_bytes.
+template <int kK>
+__device__ __forceinline__ void prefetch_rows(const bf16_t* W, int row0, int nrows, unsigned max_bytes) {
+    if (threadIdx.x != 0 || nrows <= 0) return;
+    const char* p = reinterpret_cast<const char*>(W + static_cast<size_t>(row0) * kK);
+    unsigned bytes = static_cast<unsigned>(nrows) * kK * 2u;
+    if (bytes > max_bytes) bytes = max_bytes;
+    constexpr unsigned kPiece = 32768u;
+    for (unsigned off = 0; off < bytes; off += kPiece) prefetch_l2_async(p + off, min(kPiece, bytes - off));
+}
+
+// ---- QK-norm + RoPE + KV-cache write ----------------------------------------------------------
+// One warp handles one 128-element head; lane l holds elements l, l + 32, l + 64, l + 96, so both
+// RoPE pairs (i, i + 64) of a lane are its own: out[i] = x[i] c_i - x[i+64] s_i and
+// out[i+64] = x[i+64] c_i + x[i] s_i (the rotate_half convention).
+__device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* weight, const float* rope_row,
+                                               float out[4]) {
+    const int lane = threadIdx.x & 31;
+    float x[4];
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        x[j] = load_l2_f32(raw + lane + 32 * j);
+        ss = fmaf(x[j], x[j], ss);
+    }
+    ss = warp_sum(ss);
+    const float inv_rms = 1.0f / sqrtf(ss / static_cast<float>(kHeadDim) + kRmsEps);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[j] = x[j] * inv_rms * bf16_to_float(weight[lane + 32 * j]);
+    const float c0 = rope_row[lane], s0 = rope_row[64 + lane];
+    const float c1 = rope_row[lane + 32], s1 = rope_row[64 + lane + 32];
+    out[0] = x[0] * c0 - x[2] * s0;
+    out[2] = x[2] * c0 + x[0] * s0;
+    out[1] = x[1] * c1 - x[3] * s1;
+    out[3] = x[3] * c1 + x[1] * s1;
+}
+
+// Task r of kv head g, run by one warp: r < gqa is q head g * gqa + r (normalised and rotated into
+// q_dst, 128 floats); r == gqa is k, r == gqa + 1 is v (both stored as bf16 in the cache row of
+// `position`).
+__device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, int position, int g, int r, float* q_dst) {
+    const int lane = threadIdx.x & 31;
+    const float* raw = P.qkv + g * kGroupRows + r * kHeadDim;
+    if (r == kGqa + 1) {
+        bf16_t* dst = P.v_cache + kv_offset(P, layer, g, position);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) dst[lane + 32 * j] = float_to_bf16(load_l2_f32(raw + lane + 32 * j));
+        return;
+    }
+    const bool is_q = r < kGqa;
+    const bf16_t* weight = (is_q ? P.norm_q : P.norm_k) + layer * kHeadDim;
+    float out[4];
+    norm_rope_head(raw, weight, P.rope + static_cast<size_t>(position) * kHeadDim, out);
+    if (is_q) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) q_dst[lane + 32 * j] = out[j];
+    } else {
+        bf16_t* dst = P.k_cache + kv_offset(P, layer, g, position);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) dst[lane + 32 * j] = float_to_bf16(out[j]);
+    }
+}
+
+// ---- attention --------------------------------------------------------------------------------
+struct AttentionSplit {
+    int chunk;  // keys per unit, a multiple of kAttnTile
+    int units;  // units per kv head
+};
+
+// Keys 0..n_keys-1 of each kv head are cut into `units` chunks, about `target_units` of them.
+__device__ __forceinline__ AttentionSplit attention_split(int n_keys, int target_units) {
+    int chunk = ceil_div(n_keys, target_units > 0 ? target_units : 1);
+    chunk = ceil_div(chunk, kAttnTile) * kAttnTile;
+    chunk = min(chunk, kAttnMaxChunk);
+    AttentionSplit split;
+    split.chunk = chunk;
+    split.units = ceil_div(n_keys, chunk);
+    return split;
+}
+
+__device__ __forceinline__ float dot8_f32_bf16(const float (&q)[8], const uint4 k) {
+    float s = q[0] * bf16_low(k.x);
+    s = fmaf(q[1], bf16_high(k.x), s);
+    s = fmaf(q[2], bf16_low(k.y), s);
+    s = fmaf(q[3], bf16_high(k.y), s);
+    s = fmaf(q[4], bf16_low(k.z), s);
+    s = fmaf(q[5], bf16_high(k.z), s);
+    s = fmaf(q[6], bf16_low(k.w), s);
+    s = fmaf(q[7], bf16_high(k.w), s);
+    return s;
+}
+
+__device__ __forceinline__ void axpy8_bf16(float (&acc)[8], float p, const uint4 v) {
+    acc[0] = fmaf(p, bf16_low(v.x), acc[0]);
+    acc[1] = fmaf(p, bf16_high(v.x), acc[1]);
+    acc[2] = fmaf(p, bf16_low(v.y), acc[2]);
+    acc[3] = fmaf(p, bf16_high(v.y), acc[3]);
+    acc[4] = fmaf(p, bf16_low(v.z), acc[4]);
+    acc[5] = fmaf(p, bf16_high(v.z), acc[5]);
+    acc[6] = fmaf(p, bf16_low(v.w), acc[6]);
+    acc[7] = fmaf(p, bf16_high(v.w), acc[7]);
+}
+
+// The last of a kv head's units to finish merges the units' records (flash-decoding combine):
+// out = sum_u e^(m_u - M) o_u / sum_u e^(m_u - M) l_u. The arrival counter is reset for the next
+// layer, which starts after a grid barrier.
+__device__ __forceinline__ void combine_if_last(const MegakernelParams& P, int g, int units, const Shared& s) {
+    fence_gpu();
+    __syncthreads();
+    int* flag = reinterpret_cast<int*>(s.misc + kFlagSlot);
+    if (threadIdx.x == 0) *flag = atomicAdd(P.counters + g, 1u) == static_cast<unsigned>(units - 1);
+    __syncthreads();
+    if (!*flag) return;
+    fence_gpu();
+    constexpr int kUnitStride = kGqa * kPartialStride;
+    for (int o = threadIdx.x; o < kGqa * kHeadDim; o += kThreads) {
+        const int h = o / kHeadDim, d = o % kHeadDim;
+        const float* rec = P.attn_partial + static_cast<size_t>(g) * units * kUnitStride + h * kPartialStride;
+        float m_max = load_l2_f32(rec + kHeadDim);
+        for (int v = 1; v < units; ++v) m_max = fmaxf(m_max, load_l2_f32(rec + v * kUnitStride + kHeadDim));
+        float num = 0.f, den = 0.f;
+        for (int v = 0; v < units; ++v) {
+            const float* r = rec + v * kUnitStride;
+            const float scale = expf(load_l2_f32(r + kHeadDim) - m_max);
+            num = fmaf(scale, load_l2_f32(r + d), num);
+            den = fmaf(scale, load_l2_f32(r + kHeadDim + 1), den);
+        }
+        P.attn_out[(g * kGqa + h) * kHeadDim + d] = num / den;
+    }
+    if (threadIdx.x == 0) P.counters[g] = 0u;
+}
+
+// Attention of kv head g's kGqa query heads over keys [u * chunk, min((u + 1) * chunk, position + 1)).
+// Thread t covers key slot t / 16 of each 32-key tile and dims 8 * (t % 16) .. + 8, so one tile
+// of K (or V) is one coalesced 16-byte load per thread. Scores go to shared memory; the softmax
+// is exact within the unit; several units per head are merged by combine_if_last.
+template <bool kFusedQk>
+__device__ __forceinline__ void attention_unit(const MegakernelParams& P, int layer, int position, int g, int u,
+                                               AttentionSplit split, const Shared& s) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int start = u * split.chunk;
+    const int n = min(split.chunk, position + 1 - start);
+    const size_t head = kv_offset(P, layer, g, 0);
+    const bf16_t* keys = P.k_cache + head + static_cast<size_t>(start) * kHeadDim;
+    const bf16_t* values = P.v_cache + head + static_cast<size_t>(start) * kHeadDim;
+
+    // 1. The queries, in shared memory. Fused: computed here from the raw projections, and the unit
+    //    holding the current position also writes its K and V cache rows (read back below).
+    if (kFusedQk) {
+        if (warp < kGqa) {
+            qk_task(P, layer, position, g, warp, s.q + warp * kHeadDim);
+        } else if (warp < kGqa + 2 && u == split.units - 1) {
+            qk_task(P, layer, position, g, warp, nullptr);
+            fence_gpu();
+        }
+    } else {
+        for (int i = tid; i < kGqa * kHeadDim; i += kThreads) s.q[i] = load_l2_f32(P.q_rot + g * kGqa * kHeadDim + i);
+    }
+    __syncthreads();
+
+    // 2. Scores q.k / sqrt(128).
+    const int slot = tid >> 4, dc = tid & 15;
+    float qf[kGqa][8];
+#pragma unroll
+    for (int h = 0; h < kGqa; ++h)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) qf[h][i] = s.q[h * kHeadDim + dc * 8 + i];
+    const int tiles = ceil_div(n, kAttnTile);
+    for (int t0 = 0; t0 < tiles; t0 += kAttnUnroll) {
+        uint4 kr[kAttnUnroll];
+#pragma unroll
+        for (int a = 0; a < kAttnUnroll; ++a) {
+            const int j = (t0 + a) * kAttnTile + slot;
+            kr[a] = make_uint4(0u, 0u, 0u, 0u);
+            if (j < n) kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
+        }
+#pragma unroll
+        for (int a = 0; a < kAttnUnroll; ++a) {
+            const int j = (t0 + a) * kAttnTile + slot;
+#pragma unroll
+            for (int h = 0; h < kGqa; ++h) {
+                const float d = half_warp_sum(dot8_f32_bf16(qf[h], kr[a]));
+                if (dc == 0 && j < n) s.scores[h * kAttnMaxChunk + j] = d * kAttnScale;
+            }
+        }
+    }
+    __syncthreads();
+
+    // 3. Softmax statistics per q head; scores become e^(s - max).
+    if (warp < kGqa) {
+        float* sc = s.scores + warp * kAttnMaxChunk;
+        float m = -3.402823466e38f;
+        for (int j = lane; j < n; j += 32) m = fmaxf(m, sc[j]);
+        m = warp_max(m);
+        float l = 0.f;
+        for (int j = lane; j < n; j += 32) {
+            const float e = expf(sc[j] - m);
+            sc[j] = e;
+            l += e;
+        }
+        l = warp_sum(l);
+        if (lane == 0) {
+            s.misc[kStatsSlot + 2 * warp] = m;
+            s.misc[kStatsSlot + 2 * warp + 1] = l;
+        }
+    }
+    __syncthreads();
+
+    // 4. Sum of e^(s - max) * v over the unit's keys.
+    float acc[kGqa][8];
+#pragma unroll
+    for (int h = 0; h < kGqa; ++h)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[h][i] = 0.f;
+    for (int t0 = 0; t0 < tiles; t0 += kAttnUnroll) {
+        uint4 vr[kAttnUnroll];
+#pragma unroll
+        for (int a = 0; a < kAttnUnroll; ++a) {
+            const int j = (t0 + a) * kAttnTile + slot;
+            vr[a] = make_uint4(0u, 0u, 0u, 0u);
+            if (j < n) vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
+        }
+#pragma unroll
+        for (int a = 0; a < kAttnUnroll; ++a) {
+            const int j = (t0 + a) * kAttnTile + slot;
+            if (j < n) {
+#pragma unroll
+                for (int h = 0; h < kGqa; ++h) axpy8_bf16(acc[h], s.scores[h * kAttnMaxChunk + j], vr[a]);
+            }
+        }
+    }
+    // Lanes l and l + 16 hold the same dims for two key slots; then the warps' sums meet in smem.
+#pragma unroll
+    for (int h = 0; h < kGqa; ++h)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[h][i] += __shfl_xor_sync(kFullMask, acc[h][i], 16);
+    if (lane < 16) {
+#pragma unroll
+        for (int h = 0; h < kGqa; ++h)
+#pragma unroll
+            for (int i = 0; i < 8; ++i) s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = acc[h][i];
+    }
+    __syncthreads();
+
+    // 5. The unit's output (one unit per head) or its record for the combine.
+    for (int o = tid; o < kGqa * kHeadDim; o += kThreads) {
+        const int h = o / kHeadDim, d = o % kHeadDim;
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
+        const float m = s.misc[kStatsSlot + 2 * h], l = s.misc[kStatsSlot + 2 * h + 1];
+        if (split.units == 1) {
+            P.attn_out[(g * kGqa + h) * kHeadDim + d] = sum / l;
+        } else {
+            float* rec = P.attn_partial + (static_cast<size_t>(g * split.units + u) * kGqa + h) * kPartialStride;
+            rec[d] = sum;
+            if (d == 0) {
+                rec[kHeadDim] = m;
+                rec[kHeadDim + 1] = l;
+            }
+        }
+    }
+    if (split.units > 1) combine_if_last(P, g, split.units, s);
+    __syncthreads();  // shared buffers are reused by the next unit
+}
+
+// ---- the decode step ----------------------------------------------------------------------------
+template <int kVariant>
+__device__ __forceinline__ void decode_step(const MegakernelParams& P, const int token, const int position) {
+    using T = Variant<kVariant>;
+    const Shared s = carve_shared();
+    const int nb = gridDim.x, b = blockIdx.x;
+    const int warp = threadIdx.x >> 5;
+    const int n_keys = position + 1;
+
+    // Head groups (head-based variant): blocks [g * bpg, (g + 1) * bpg) serve kv head g; the
+    // blocks past kv_heads * bpg sit the head-local phases out. launch.py ensures nb >= kv_heads.
+    const int bpg = nb / kKVHeads;
+    const int group = b / bpg, part = b - group * bpg;
+    const AttentionSplit split = attention_split(n_keys, T::head_groups ? bpg : nb / kKVHeads);
+    const int attention_units = kKVHeads * split.units;
+
+    int r0, nr;  // this block's rows of the phase at hand
+    constexpr unsigned kNoCap = 0xffffffffu;
+
+    if (b == 0) {
+        for (int i = threadIdx.x; i < kHidden; i += kThreads)
+            P.residual[i] = bf16_to_float(P.embed[static_cast<size_t>(token) * kHidden + i]);
+    }
+
+    for (int layer = 0; layer < kLayers; ++layer) {
+        const bf16_t* w_qkv = P.w_qkv + static_cast<size_t>(layer) * kQkvRows * kHidden;
+        const bf16_t* w_o = P.w_o + static_cast<size_t>(layer) * kHidden * kQDim;
+        const bf16_t* w_gu = P.w_gate_up + static_cast<size_t>(layer) * 2 * kInter * kHidden;
+        const bf16_t* w_down = P.w_down + static_cast<size_t>(layer) * kHidden * kInter;
+
+        auto store_qkv = [&](int row, const float* v) { P.qkv[row] = v[0]; return 0.f; };
+        auto add_to_residual = [&](int row, const float* v) {
+            const float x = load_l2_f32(P.residual + row) + v[0];
+            P.residual[row] = x;
+            return x * x;
+        };
+        auto swiglu = [&](int row, const float* v) {
+            const float gate = v[0], up = v[1];
+            P.act[row >> 1] = gate / (1.0f + expf(-gate)) * up;
+            return 0.f;
+        };
+
+        // Phase 1: input RMSNorm (its own phase in the baseline) and the QKV projection.
+        rmsnorm_into_vec<T>(P, layer == 0, token, P.norm_in + layer * kHidden, s);
+        if (T::prefetch) {
+            split_range(kHidden, b, nb, &r0, &nr);
+            prefetch_rows<kQDim>(w_o, r0, nr, kNoCap);
+            if (threadIdx.x == 0) {
+                for (int w = b; w < attention_units; w += nb) {  // the KV ranges of this block's units
+                    const int g = w / split.units, start = (w % split.units) * split.chunk;
+                    const unsigned bytes = static_cast<unsigned>(min(split.chunk, n_keys - start)) * kHeadDim * 2u;
+                    const size_t off = kv_offset(P, layer, g, start);
+                    prefetch_l2_async(P.k_cache + off, bytes);
+                    prefetch_l2_async(P.v_cache + off, bytes);
+                }
+            }
+        }
+        if (T::head_groups) {
+            if (group < kKVHeads) {
+                unsigned* group_word = P.counters + kKVHeads + group;
+                split_range(kGroupRows, part, bpg, &r0, &nr);
+                block_gemv<kHidden, 1>(w_qkv, group * kGroupRows + r0, nr, s.vec, s.partial, false, store_qkv);
+                subset_barrier(group_word, bpg, part == 0);
+                for (int r = part + bpg * warp; r < kGqa + 2; r += bpg * kWarps)
+                    qk_task(P, layer, position, group, r, P.q_rot + (group * kGqa + r) * kHeadDim);
+                subset_barrier(group_word, bpg, part == 0);
+                for (int u = part; u < split.units; u += bpg) attention_unit<false>(P, layer, position, group, u, split, s);
+            }
+        } else {
+            split_range(kQkvRows, b, nb, &r0, &nr);
+            block_gemv<kHidden, 1>(w_qkv, r0, nr, s.vec, s.partial, false, store_qkv);
+            grid_sync();
+            // Phase 2 (not fused): QK-norm, RoPE and the KV-cache write, one warp per head.
+            if (!T::fused_qk) {
+                constexpr int kTasks = kKVHeads * (kGqa + 2);
+                for (int t = b + nb * warp; t < kTasks; t += nb * kWarps) {
+                    const int g = t / (kGqa + 2), r = t % (kGqa + 2);
+                    qk_task(P, layer, position, g, r, P.q_rot + (g * kGqa + r) * kHeadDim);
+                }
+                grid_sync();
+            }
+            // Phase 3: attention, split over (kv head, key chunk) units.
+            if (T::prefetch) {
+                split_range(kInter, b, nb, &r0, &nr);
+                prefetch_rows<kHidden>(w_gu, 2 * r0, 2 * nr, kNoCap);
+            }
+            for (int w = b; w < attention_units; w += nb)
+                attention_unit<T::fused_qk>(P, layer, position, w / split.units, w % split.units, split, s);
+        }
+        grid_sync();
+
+        // Phase 4: O-projection + residual (fused: + the partial sums of squares of the next norm).
+        load_vector_to_shared(P.attn_out, kQDim, s.vec);
+        if (T::prefetch) {
+            split_range(kHidden, b, nb, &r0, &nr);
+            prefetch_rows<kInter>(w_down, r0, nr, kNoCap);
+        }
+        split_range(kHidden, b, nb, &r0, &nr);
+        {
+            const float sq = block_gemv<kQDim, 1>(w_o, r0, nr, s.vec, s.partial, false, add_to_residual);
+            if (T::norm_partials) publish_sumsq(P, sq, nr, s.misc);
+        }
+        grid_sync();
+
+        // Phase 5: post-attention RMSNorm (its own phase in the baseline), gate/up, SiLU * up.
+        rmsnorm_into_vec<T>(P, false, token, P.norm_post + layer * kHidden, s);
+        if (T::prefetch) {
+            if (layer + 1 < kLayers) {
+                split_range(kQkvRows, b, nb, &r0, &nr);
+                prefetch_rows<kHidden>(w_qkv + static_cast<size_t>(kQkvRows) * kHidden, r0, nr, kNoCap);
+            } else {
+                split_range(static_cast<int>(P.vocab), b, nb, &r0, &nr);
+                prefetch_rows<kHidden>(P.embed, r0, nr, 2u * kThreads * kGemvUnroll * 16u);
+            }
+        }
+        split_range(kInter, b, nb, &r0, &nr);
+        block_gemv<kHidden, 2>(w_gu, 2 * r0, 2 * nr, s.vec, s.partial, false, swiglu);
+        grid_sync();
+
+        // Phase 6: down projection + residual.
+        load_vector_to_shared(P.act, kInter, s.vec);
+        split_range(kHidden, b, nb, &r0, &nr);
+        {
+            const float sq = block_gemv<kInter, 1>(w_down, r0, nr, s.vec, s.partial, false, add_to_residual);
+            if (T::norm_partials) publish_sumsq(P, sq, nr, s.misc);
+        }
+        grid_sync();
+    }
+
+    // Final RMSNorm and the tied LM head; greedy argmax is left to the caller.
+    rmsnorm_into_vec<T>(P, kLayers == 0, token, P.norm_final, s);
+    auto store_logit = [&](int row, const float* v) { P.logits[row] = v[0]; return 0.f; };
+    split_range(static_cast<int>(P.vocab), b, nb, &r0, &nr);
+    block_gemv<kHidden, 1>(P.embed, r0, nr, s.vec, s.partial, T::prefetch, store_logit);
+}
+
+}  // namespace mk
+
+// Bytes of dynamic shared memory each block needs (launch.py computes the same number; a GPU test
+// reads this to check).
+extern "C" {
+__device__ int mk_shared_bytes = mk::kSharedBytes;
+}
+
+template <int kVariant>
+__global__ void __launch_bounds__(mk::kThreads, 1)
+    megakernel_decode(const __grid_constant__ mk::MegakernelParams params, const int token, const int position) {
+    mk::decode_step<kVariant>(params, token, position);
+}
+
+template __global__ void megakernel_decode<0>(const __grid_constant__ mk::MegakernelParams, const int, const int);
+template __global__ void megakernel_decode<1>(const __grid_constant__ mk::MegakernelParams, const int, const int);
+template __global__ void megakernel_decode<2>(const __grid_constant__ mk::MegakernelParams, const int, const int);
+template __global__ void megakernel_decode<3>(const __grid_constant__ mk::MegakernelParams, const int, const int);
+template __global__ void megakernel_decode<4>(const __grid_constant__ mk::MegakernelParams, const int, const int);

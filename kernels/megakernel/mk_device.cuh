@@ -1,0 +1,204 @@
+// Device helpers for the decode megakernel: bf16 bit conversions, cache-controlled loads,
+// L2 prefetch, warp/block reductions and a barrier over a subset of the grid's blocks.
+//
+// bf16 values are carried as raw 16-bit patterns (bf16_t) so the kernel needs no cuda_bf16.h
+// and the CPU emulator (emulate/) can compile the same source. With MK_EMULATE defined, the
+// emulator's header supplies the CUDA built-ins and this file swaps inline PTX for plain C++.
+#pragma once
+
+#ifdef MK_EMULATE
+#include "emulate/cuda_emulation.h"
+#else
+#include <cooperative_groups.h>
+#endif
+
+typedef unsigned short bf16_t;
+
+namespace mk {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float bf16_to_float(bf16_t b) { return __uint_as_float(static_cast<unsigned>(b) << 16); }
+// The two bf16 halves of a 32-bit word: element 2i is the low half (little-endian memory order).
+__device__ __forceinline__ float bf16_low(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_high(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+
+// Round to nearest even, as the reference (reference.py: round_bf16) does. NaN is not special-cased:
+// no NaN reaches a rounding point unless something is already wrong, and the tests catch NaNs.
+__device__ __forceinline__ bf16_t float_to_bf16(float f) {
+    unsigned u = __float_as_uint(f);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<bf16_t>(u >> 16);
+}
+
+// Dot product of 8 bf16 weights with 8 fp32 activations (lo: elements 0-3, hi: 4-7), accumulated
+// in fp32 in element order.
+__device__ __forceinline__ float dot8_bf16_f32(const uint4 w, const float4 lo, const float4 hi) {
+    float s = bf16_low(w.x) * lo.x;
+    s = fmaf(bf16_high(w.x), lo.y, s);
+    s = fmaf(bf16_low(w.y), lo.z, s);
+    s = fmaf(bf16_high(w.y), lo.w, s);
+    s = fmaf(bf16_low(w.z), hi.x, s);
+    s = fmaf(bf16_high(w.z), hi.y, s);
+    s = fmaf(bf16_low(w.w), hi.z, s);
+    s = fmaf(bf16_high(w.w), hi.w, s);
+    return s;
+}
+
+// ---- loads ------------------------------------------------------------------------------------
+// Weights never change during a launch and are read once per token: the non-coherent path, and no
+// L1 allocation (they would only evict the activations).
+__device__ __forceinline__ uint4 load_weights_16B(const bf16_t* p) {
+#ifdef MK_EMULATE
+    return *reinterpret_cast<const uint4*>(p);
+#else
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+#endif
+}
+
+// Data written earlier in this launch by another block (activations, partial sums, the KV row of
+// the current position): read at L2 ("cache global"), never through a possibly stale L1 line.
+__device__ __forceinline__ uint4 load_l2_16B(const void* p) {
+#ifdef MK_EMULATE
+    return *reinterpret_cast<const uint4*>(p);
+#else
+    uint4 v;
+    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+#endif
+}
+
+__device__ __forceinline__ float load_l2_f32(const float* p) {
+#ifdef MK_EMULATE
+    return *p;
+#else
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+#endif
+}
+
+// ---- L2 prefetch ------------------------------------------------------------------------------
+// Asks the memory system to bring [p, p + bytes) into L2 without waiting for it. Called by ONE
+// thread. On sm_90 a single bulk-prefetch instruction covers the range (p and bytes must be
+// multiples of 16); before sm_90 there is no bulk form and this does nothing.
+__device__ __forceinline__ void prefetch_l2_async(const void* p, unsigned bytes) {
+#if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (bytes >= 16u) {
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes & ~15u) : "memory");
+    }
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+// ---- reductions -------------------------------------------------------------------------------
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+    return v;
+}
+
+// Sum over each group of 16 consecutive lanes (the xor offsets stay inside the half-warp).
+__device__ __forceinline__ float half_warp_sum(float v) {
+#pragma unroll
+    for (int offset = 8; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+    return v;
+}
+
+// Sum of one value per thread over the block; every thread gets the total. `scratch` holds one
+// float per warp. Each thread adds the per-warp sums in the same order, so the result is
+// deterministic. Ends with a barrier so `scratch` can be reused at once.
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    constexpr int kWarps = kThreads / 32;
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float total = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += scratch[w];
+    __syncthreads();
+    return total;
+}
+
+// ---- fences and barriers -----------------------------------------------------------------------
+// Release/acquire fence at GPU scope. Paired with a relaxed atomic it publishes this thread's
+// earlier writes (release) or makes other blocks' published writes visible (acquire); lighter than
+// __threadfence(), which is a sequentially consistent fence.
+__device__ __forceinline__ void fence_gpu() {
+#ifdef MK_EMULATE
+    emu_fence();
+#else
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ unsigned load_volatile_u32(const unsigned* p) {
+#ifdef MK_EMULATE
+    return emu_atomic_load(p);
+#else
+    return *reinterpret_cast<const volatile unsigned*>(p);
+#endif
+}
+
+__device__ __forceinline__ void backoff() {
+#ifdef MK_EMULATE
+    emu_yield();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(32);
+#endif
+}
+
+// Barrier over `expected` co-resident blocks that share `word` (zero-initialised once, never
+// reset). Same scheme as cooperative_groups' grid barrier: the master block adds
+// 0x80000000 - (expected - 1) and the others add 1, so the top bit flips exactly when the last
+// block arrives and the low bits return to their previous value: the word is ready for the next
+// barrier with no reset, whatever `expected` the next launch uses.
+__device__ __forceinline__ void subset_barrier(unsigned* word, unsigned expected, bool master) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned add = master ? 0x80000000u - (expected - 1u) : 1u;
+        fence_gpu();  // release: the block's writes (ordered before by __syncthreads) go first
+        const unsigned before = atomicAdd(word, add);
+        while (((before ^ load_volatile_u32(word)) & 0x80000000u) == 0u) backoff();
+        fence_gpu();  // acquire: the other blocks' writes are visible from here on
+    }
+    __syncthreads();
+}
+
+// The whole-grid barrier between phases. Requires a cooperative launch (launch.py does one).
+__device__ __forceinline__ void grid_sync() { cooperative_groups::this_grid().sync(); }
+
+#ifndef MK_EMULATE
+// Base of the block's dynamic shared memory (the emulator supplies its own per-block buffer).
+__device__ __forceinline__ unsigned char* mk_shared_memory() {
+    extern __shared__ __align__(16) unsigned char mk_dynamic_smem[];
+    return mk_dynamic_smem;
+}
+#endif
+
+__device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Even split of `total` items into `parts`: part `part` gets [*begin, *begin + *count).
+__device__ __forceinline__ void split_range(int total, int part, int parts, int* begin, int* count) {
+    const long long lo = static_cast<long long>(total) * part / parts;
+    const long long hi = static_cast<long long>(total) * (part + 1) / parts;
+    *begin = static_cast<int>(lo);
+    *count = static_cast<int>(hi - lo);
+}
+
+}  // namespace mk

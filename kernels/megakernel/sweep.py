@@ -1,0 +1,220 @@
+"""One GPU run of everything the megakernel family wants to know (about a minute of device time).
+
+    python -m kernels.megakernel.sweep --out megakernel.json
+
+1. correctness spot check: every variant vs the float32 reference, full model, two positions;
+2. the cost of one grid barrier (cooperative_groups and the subset barrier);
+3. ms/token of every variant at every perf position, bandwidth and roofline fraction;
+4. the Hugging Face transformers peer (static cache, CUDA graph) where torch/transformers import.
+Prints a table last and writes every figure to --out as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+from kernels.megakernel.config import QWEN3_0_6B
+from kernels.megakernel.family import MAX_SEQ, PERF_POSITIONS, VARIANTS
+from kernels.megakernel.reference import ReferenceModel, bf16_bits_to_float, make_weights, random_kv_cache
+
+CHECK_POSITIONS = (7, 600)
+LOGIT_TOLERANCE = 1e-4  # max |logit - reference|; test_correctness.py explains the number
+TOKEN = 1234
+GRID_SYNC_ITERATIONS = 2000
+
+
+def _policy() -> Any:
+    from pytest_gpuperf.timing.sampler import SamplingPolicy
+
+    return SamplingPolicy(budget_s=0.3, extension_budget_s=0.3, min_samples=20, precision=0.01)
+
+
+def _time(launch: Any, name: str, **kwargs: Any) -> Any:
+    from pytest_gpuperf.bench import time_callable
+
+    return time_callable(launch, name=name, cache="cold", policy=_policy(), **kwargs)
+
+
+def copy_bandwidth() -> float:
+    """Device-to-device copy of 1 GiB, bytes read + written per second (the roofline's rate)."""
+    import cupy
+
+    from pytest_gpuperf.bench import time_callable
+
+    nbytes = 1 << 30
+    src = cupy.random.default_rng(0).integers(0, 255, nbytes, dtype=cupy.uint8)
+    dst = cupy.empty_like(src)
+    m = time_callable(lambda: dst.data.copy_from_device_async(src.data, nbytes), name="copy", cache="hot",
+                      bytes=2 * nbytes, policy=_policy())
+    return float(m.bandwidth)
+
+
+def check_variants(mk: Any, ref: ReferenceModel, k: np.ndarray, v: np.ndarray, out: dict[str, Any]) -> bool:
+    import cupy
+
+    ok = True
+    for position in CHECK_POSITIONS:
+        kr, vr = k.copy(), v.copy()
+        expected = ref.decode_step(TOKEN, position, kr, vr)
+        for variant in VARIANTS:
+            mk.set_kv_cache(k, v)
+            mk.logits.fill(np.nan)
+            logits = cupy.asnumpy(mk.step(variant, TOKEN, position))
+            k_row = bf16_bits_to_float(cupy.asnumpy(mk.buffers["k_cache"][:, :, position]))
+            v_row = bf16_bits_to_float(cupy.asnumpy(mk.buffers["v_cache"][:, :, position]))
+            rel = float(np.linalg.norm(logits - expected) / np.linalg.norm(expected))
+            worst = float(np.nanmax(np.abs(logits - expected))) if not np.isnan(logits).all() else float("nan")
+            kv_err = float(max(np.abs(k_row - bf16_bits_to_float(kr[:, :, position])).max(),
+                               np.abs(v_row - bf16_bits_to_float(vr[:, :, position])).max()))
+            passed = bool(np.isfinite(logits).all() and worst <= LOGIT_TOLERANCE and kv_err <= 2 ** -6)
+            ok &= passed
+            out["checks"].append({"variant": variant, "position": position, "rel_l2": rel, "max_abs": worst,
+                                  "kv_max_abs": kv_err, "pass": passed})
+            print(f"{'PASS' if passed else 'FAIL'} {variant:18s} p={position:4d} logits rel L2 {rel:.2e} "
+                  f"max|d| {worst:.2e}  KV max|d| {kv_err:.2e}", flush=True)
+    return ok
+
+
+def time_grid_sync(grid_blocks: int, out: dict[str, Any]) -> None:
+    from kernels.megakernel.launch import GRID_SYNC_MODES, GridSyncCost
+
+    cost = GridSyncCost(grid_blocks)
+    for mode in GRID_SYNC_MODES:
+        empty = _time(cost.launcher(mode, 0), f"{mode}-0")
+        full = _time(cost.launcher(mode, GRID_SYNC_ITERATIONS), f"{mode}-{GRID_SYNC_ITERATIONS}")
+        per_sync = (full.median_s - empty.median_s) / GRID_SYNC_ITERATIONS
+        out["grid_sync"][mode] = {"per_sync_s": per_sync, "empty_launch_s": empty.median_s}
+        print(f"grid sync ({mode}, {grid_blocks} blocks x 512): {per_sync * 1e6:.2f} us per barrier", flush=True)
+
+
+def time_variants(mk: Any, positions: tuple[int, ...], bandwidth: float, out: dict[str, Any]) -> None:
+    config = mk.config
+    for position in positions:
+        base = None
+        for variant in VARIANTS:
+            nbytes = config.step_bytes(position)
+            m = _time(mk.launcher(variant, TOKEN, position), f"{variant}@{position}", bytes=nbytes)
+            base = base or m.median_s
+            row = {"variant": variant, "position": position, "median_s": m.median_s, "ci_low_s": m.ci_low_s,
+                   "ci_high_s": m.ci_high_s, "bytes": nbytes, "bandwidth": m.bandwidth,
+                   "roofline_fraction": m.bandwidth / bandwidth, "speedup_vs_baseline": base / m.median_s,
+                   "tokens_per_s": 1.0 / m.median_s, "method": m.method}
+            out["timings"].append(row)
+            print(f"{variant:18s} p={position:4d} {m.median_s * 1e3:7.3f} ms [{m.ci_low_s * 1e3:.3f}, "
+                  f"{m.ci_high_s * 1e3:.3f}] {m.bandwidth / 1e9:7.0f} GB/s {row['roofline_fraction']:5.1%} "
+                  f"x{row['speedup_vs_baseline']:.3f} vs baseline ({m.method})", flush=True)
+
+
+def time_hf_peer(weights: dict[str, np.ndarray], k: np.ndarray, v: np.ndarray, mk: Any,
+                 positions: tuple[int, ...], out: dict[str, Any]) -> None:
+    from kernels.megakernel import hf_peer
+
+    reason = hf_peer.unavailable_reason()
+    if reason:
+        out["hf_peer"] = {"skipped": reason}
+        print(f"HF peer skipped: {reason}", flush=True)
+        return
+    import cupy
+    import transformers
+
+    record: dict[str, Any] = {"transformers": transformers.__version__, "timings": []}
+    out["hf_peer"] = record
+    try:
+        peer = hf_peer.HFStaticCachePeer(mk.config, weights, MAX_SEQ)
+        peer.set_kv_cache(k, v, MAX_SEQ)
+        check_position = CHECK_POSITIONS[0]
+        peer.set_step(TOKEN, check_position)
+        try:
+            peer.capture()
+            record["graph"] = True
+        except Exception as exc:  # keep going eagerly, and say why
+            record["graph"] = False
+            record["capture_error"] = f"{type(exc).__name__}: {exc}"
+            print(f"HF peer: CUDA-graph capture failed, timing eager steps ({record['capture_error']})", flush=True)
+        peer.set_kv_cache(k, v, MAX_SEQ)
+        hf_logits = peer.step().float().cpu().numpy().reshape(-1)
+        mk.set_kv_cache(k, v)
+        ours = cupy.asnumpy(mk.step("fused_prefetch", TOKEN, check_position))
+        record["cross_check"] = {"position": check_position,
+                                 "rel_l2_vs_megakernel": float(np.linalg.norm(hf_logits - ours) / np.linalg.norm(ours)),
+                                 "same_argmax": bool(np.argmax(hf_logits) == np.argmax(ours))}
+        print(f"HF peer cross-check at p={check_position}: {record['cross_check']}", flush=True)
+        for position in positions:
+            peer.set_step(TOKEN, position)
+            seconds = peer.time_step(iterations=30)
+            record["timings"].append({"position": position, "median_s": seconds})
+            print(f"HF transformers {'graph' if record['graph'] else 'eager'} p={position:4d} {seconds * 1e3:7.3f} ms",
+                  flush=True)
+    except Exception as exc:
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        record["traceback"] = traceback.format_exc()
+        print(f"HF peer failed: {record['error']}", flush=True)
+
+
+def print_summary(out: dict[str, Any], positions: tuple[int, ...]) -> None:
+    by = {(r["variant"], r["position"]): r for r in out["timings"]}
+    hf = {r["position"]: r["median_s"] for r in out.get("hf_peer", {}).get("timings", [])}
+    print("\nms/token (roofline fraction)   " + "  ".join(f"{'p=' + str(p):>14s}" for p in positions))
+    for variant in VARIANTS:
+        cells = [f"{by[variant, p]['median_s'] * 1e3:6.3f} ({by[variant, p]['roofline_fraction']:4.0%})"
+                 if (variant, p) in by else f"{'-':>14s}" for p in positions]
+        print(f"{variant:30s} " + "  ".join(f"{c:>14s}" for c in cells))
+    if hf:
+        print(f"{'hf static cache':30s} " + "  ".join(f"{hf.get(p, float('nan')) * 1e3:14.3f}" for p in positions))
+        best = [min(by[v, p]["median_s"] for v in VARIANTS if (v, p) in by) for p in positions]
+        print(f"{'best speedup vs hf':30s} " + "  ".join(f"{hf.get(p, float('nan')) / b:14.1f}" for p, b in zip(positions, best)))
+    for mode, g in out["grid_sync"].items():
+        print(f"grid barrier ({mode}): {g['per_sync_s'] * 1e6:.2f} us")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="JSON file for every figure")
+    parser.add_argument("--positions", type=int, nargs="+", default=list(PERF_POSITIONS))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip-hf", action="store_true", help="do not build the transformers peer")
+    args = parser.parse_args(argv)
+    positions = tuple(args.positions)
+
+    import cupy
+
+    from kernels.megakernel.launch import Megakernel
+
+    config = QWEN3_0_6B
+    out: dict[str, Any] = {"config": config.__dict__, "python": platform.python_version(), "checks": [],
+                           "grid_sync": {}, "timings": [], "positions": list(positions)}
+    t0 = time.time()
+    weights = make_weights(config, args.seed)
+    k, v = random_kv_cache(config, MAX_SEQ, args.seed + 1)
+    mk = Megakernel(config, weights, max_seq=MAX_SEQ)
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    out["device"] = {"name": props["name"].decode(), "sm_count": props["multiProcessorCount"],
+                     "grid_blocks": mk.grid_blocks, "max_grid_blocks": mk.max_grid_blocks,
+                     "shared_bytes": mk.shared_bytes, "shared_bytes_in_module": mk.shared_bytes_in_module()}
+    print(f"{out['device']}  (set-up {time.time() - t0:.0f} s)", flush=True)
+
+    ok = check_variants(mk, ReferenceModel(config, weights, MAX_SEQ), k, v, out)
+    bandwidth = copy_bandwidth()
+    out["copy_bandwidth"] = bandwidth
+    print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s; weights {config.weight_bytes() / 1e9:.3f} GB per token", flush=True)
+    time_grid_sync(mk.grid_blocks, out)
+    mk.set_kv_cache(k, v)
+    time_variants(mk, positions, bandwidth, out)
+    if not args.skip_hf:
+        time_hf_peer(weights, k, v, mk, positions, out)
+    print_summary(out, positions)
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"wrote {args.out}; all checks {'passed' if ok else 'FAILED'}; {time.time() - t0:.0f} s", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""Check every merge_attn_states variant once, then time all of them over the perf grid and the
+vectorized kernel's launch-shape sweep. Prints a table; writes every figure as JSON.
+
+    python -m kernels.merge_attn_states.sweep --out merge_attn_states.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any, Sequence
+
+from kernels.merge_attn_states.family import (
+    DTYPES,
+    HEAD_SIZES,
+    PERF_CASES,
+    VARIANTS,
+    VECTORIZED_SWEEP,
+    PerfCase,
+)
+from kernels.merge_attn_states.launch import DEFAULT_VECTORIZED, VectorizedConfig, random_device_buffers, run_poisoned
+from kernels.merge_attn_states.reference import LsePattern, assert_merge_close, make_inputs
+
+CHECK_SHAPES = ((37, 5), (1000, 7))  # (tokens, heads): a warp remainder, and a few thousand rows
+CHECK_LSE = LsePattern(spread=8.0, suffix_offset=5.0, pos_inf_fraction=0.1, neg_inf_fraction=0.1)
+SWEEP_CASE_IDS = ("l2-fp16-d128", "dram-fp16-d128", "dram-bf16-d256")
+
+
+def check_variants() -> list[dict[str, Any]]:
+    """Every variant x dtype x head size x LSE output on CHECK_SHAPES; PASS/FAIL per line."""
+    records = []
+    for dtype in DTYPES:
+        for head_size in HEAD_SIZES:
+            for num_tokens, num_heads in CHECK_SHAPES:
+                inputs = make_inputs(num_tokens, num_heads, head_size, dtype, seed=num_tokens + head_size, lse=CHECK_LSE)
+                for output_lse in (True, False):
+                    for variant in VARIANTS:
+                        label = f"{variant:<10} {dtype} d{head_size:<3} {num_tokens}x{num_heads} lse={int(output_lse)}"
+                        record: dict[str, Any] = {"variant": variant, "dtype": dtype, "head_size": head_size,
+                                                  "num_tokens": num_tokens, "num_heads": num_heads,
+                                                  "output_lse": output_lse}
+                        try:
+                            output, lse = run_poisoned(variant, inputs, output_lse)
+                            out_err, lse_err = assert_merge_close(inputs, output, lse, name=variant)
+                            record.update(status="PASS", rel_l2=out_err, lse_rel_l2=lse_err)
+                            lse_text = f" lse {lse_err:.1e}" if lse_err is not None else ""
+                            print(f"PASS {label}  rel_l2 {out_err:.1e}{lse_text}")
+                        except Exception as exc:  # report every failure, keep checking the rest
+                            record.update(status="FAIL", error=f"{type(exc).__name__}: {exc}")
+                            print(f"FAIL {label}  {type(exc).__name__}: {exc}")
+                        records.append(record)
+    return records
+
+
+def _row(case: PerfCase, variant: str, config: VectorizedConfig | None, m: Any, base: Any,
+         copy_bw: float) -> dict[str, Any]:
+    return {
+        "case": case.id,
+        "variant": variant,
+        "config": None if config is None else [config.block_threads, config.packs_per_thread],
+        "num_tokens": case.num_tokens,
+        "num_heads": case.num_heads,
+        "head_size": case.head_size,
+        "dtype": case.dtype,
+        "output_lse": case.output_lse,
+        "cache": case.cache,
+        "bytes": case.bytes,
+        "median_s": m.median_s,
+        "ci_low_s": m.ci_low_s,
+        "ci_high_s": m.ci_high_s,
+        "n": m.n,
+        "bandwidth_Bps": m.bandwidth,
+        "copy_fraction": m.bandwidth / copy_bw,
+        "speedup_vs_baseline": base.median_s / m.median_s,
+    }
+
+
+def _print_row(r: dict[str, Any]) -> None:
+    name = r["variant"] if r["config"] is None else f"vec{r['config'][0]}x{r['config'][1]}"
+    us, lo, hi = (r[k] * 1e6 for k in ("median_s", "ci_low_s", "ci_high_s"))
+    print(f"{r['case']:<22} {name:<11} {us:9.2f} [{lo:8.2f},{hi:8.2f}] {r['bandwidth_Bps'] / 1e9:8.0f} "
+          f"{r['copy_fraction']:6.1%} {r['speedup_vs_baseline']:6.3f}x")
+
+
+def time_variants(policy: Any, copy_bw: float, config_sweep: bool) -> list[dict[str, Any]]:
+    """Time every variant on every perf case (the baseline first), then the launch-shape sweep."""
+    from pytest_gpuperf.bench import time_callable
+
+    print(f"{'case':<22} {'variant':<11} {'median us':>9} {'99% CI':>19} {'GB/s':>8} {'copy%':>6} {'vs base':>7}")
+    rows = []
+    for case in PERF_CASES:
+        buffers = random_device_buffers(case.num_tokens, case.num_heads, case.head_size, case.dtype,
+                                        case.output_lse, seed=7)
+        configs: list[tuple[str, VectorizedConfig | None]] = [(v, None) for v in VARIANTS]
+        if config_sweep and case.id in SWEEP_CASE_IDS:
+            configs += [("vectorized", VectorizedConfig(b, p)) for b, p in VECTORIZED_SWEEP
+                        if VectorizedConfig(b, p) != DEFAULT_VECTORIZED]
+        base = None
+        for variant, config in configs:
+            m = time_callable(buffers.launcher(variant, config), name=variant, cache=case.cache,
+                              bytes=case.bytes, policy=policy)
+            if base is None:
+                base = m
+            row = _row(case, variant, config, m, base, copy_bw)
+            _print_row(row)
+            rows.append(row)
+        del buffers
+    return rows
+
+
+def measure_copy_bandwidth(policy: Any) -> float:
+    """Device-to-device copy of 1 GiB, bytes read + written per second."""
+    import cupy
+
+    from pytest_gpuperf.bench import time_callable
+
+    nbytes = 1 << 30
+    src = cupy.random.default_rng(0).integers(0, 255, nbytes, dtype=cupy.uint8)
+    dst = cupy.empty_like(src)
+    m = time_callable(lambda: dst.data.copy_from_device_async(src.data, nbytes), name="copy", cache="hot",
+                      bytes=2 * nbytes, policy=policy)
+    return 2 * nbytes / m.median_s
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the checks and timings; return 1 if any check failed."""
+    parser = argparse.ArgumentParser(prog="python -m kernels.merge_attn_states.sweep", description=__doc__)
+    parser.add_argument("--out", required=True, help="where to write the JSON results")
+    parser.add_argument("--skip-checks", action="store_true", help="time only")
+    parser.add_argument("--no-config-sweep", action="store_true", help="skip the vectorized launch-shape sweep")
+    parser.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per timing (default 0.3)")
+    args = parser.parse_args(argv)
+
+    from pytest_gpuperf.bench import device
+    from pytest_gpuperf.timing.sampler import SamplingPolicy
+
+    info = device()
+    started = time.perf_counter()
+    print(f"device: {info.name} ({info.arch}, {info.sm_count} SMs, L2 {info.l2_bytes / 2**20:.0f} MiB)")
+    checks = [] if args.skip_checks else check_variants()
+    failed = sum(r["status"] == "FAIL" for r in checks)
+    print(f"checks: {len(checks) - failed} passed, {failed} failed ({time.perf_counter() - started:.1f} s)")
+
+    policy = SamplingPolicy(budget_s=args.budget, precision=0.01)
+    copy_bw = measure_copy_bandwidth(policy)
+    print(f"copy bandwidth: {copy_bw / 1e9:.0f} GB/s (read + write)")
+    rows = time_variants(policy, copy_bw, config_sweep=not args.no_config_sweep)
+    elapsed = time.perf_counter() - started
+    print(f"total {elapsed:.1f} s; checks {len(checks) - failed}/{len(checks)} passed")
+
+    result = {
+        "family": "merge_attn_states",
+        "device": {"name": info.name, "arch": info.arch, "sm_count": info.sm_count, "l2_bytes": info.l2_bytes},
+        "copy_bandwidth_Bps": copy_bw,
+        "checks": checks,
+        "timings": rows,
+        "elapsed_s": elapsed,
+    }
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""qkv perf gates on the note's two layers (run with --gpu-perf).
+
+Gates: qkv_base_w2 vs qkv_base on both layers, qkv_strip_w2 vs qkv_base_w2 on the larger
+layer, each by the margin in kernels/qkv/family.py (None: measured and recorded, not gated).
+Every variant is also measured against cuBLAS (cupy.matmul) on the same buffers, as a report.
+Each variant is checked against the reference once before it is timed.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+
+from kernels.qkv.family import LAYERS, VARIANTS, best_config, margin
+from kernels.qkv.launch import QkvBuffers, make_cublas_launcher, make_launcher, upload
+from kernels.qkv.reference import make_inputs, reference
+from pytest_gpuperf import Variant
+from pytest_gpuperf.numerics import assert_close, poison
+
+LAYER_SEED = 2023
+MAX_REL_L2 = 1e-5  # fp32 accumulation vs float64; see tests/qkv/test_correctness.py
+
+
+class LayerData:
+    """Device buffers of one layer and its float64 reference, built once per module."""
+
+    def __init__(self, layer: str):
+        w_qkv, h_in = make_inputs(LAYERS[layer], LAYER_SEED)
+        self.layer = layer
+        self.bufs: QkvBuffers = upload(w_qkv, h_in)
+        self.expected: np.ndarray = reference(w_qkv, h_in)
+
+    def checked_launcher(self, name: str, launch: Callable[[], None]) -> Callable[[], None]:
+        """``launch`` after one run of it matched the reference (a wrong kernel is never timed)."""
+        poison(self.bufs.h_qkv)
+        launch()
+        assert_close(self.bufs.h_qkv, self.expected, max_rel_l2=MAX_REL_L2, name=f"{name} on {self.layer}")
+        return launch
+
+
+@pytest.fixture(scope="module")
+def layer_data() -> Iterator[Callable[[str], LayerData]]:
+    cache: dict[str, LayerData] = {}
+
+    def get(layer: str) -> LayerData:
+        if layer not in cache:
+            cache[layer] = LayerData(layer)
+        return cache[layer]
+
+    yield get
+    cache.clear()
+
+
+def qkv_variant(name: str, data: LayerData, arch: str) -> Variant:
+    shape = LAYERS[data.layer]
+    launcher = make_launcher(name, data.bufs, best_config(arch, name, data.layer))
+    return Variant(name, data.checked_launcher(name, launcher), bytes=shape.min_bytes, flops=shape.flops)
+
+
+def cublas_variant(data: LayerData) -> Variant:
+    shape = LAYERS[data.layer]
+    launcher = data.checked_launcher("cublas", make_cublas_launcher(data.bufs))
+    return Variant("cublas", launcher, bytes=shape.min_bytes, flops=shape.flops)
+
+
+@pytest.mark.sm80
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_rearranged_weights_beat_base(gpu_perf: Any, layer_data: Callable[[str], LayerData], layer: str) -> None:
+    """The note's problem 1: w2 makes the weight loads coalesced (16 -> ~3 sectors per request)."""
+    arch = gpu_perf.device.arch
+    data = layer_data(layer)
+    gpu_perf.assert_speedup(
+        qkv_variant("qkv_base_w2", data, arch),
+        qkv_variant("qkv_base", data, arch),
+        at_least=margin(arch, f"qkv_base_w2_vs_qkv_base/{layer}"),
+    )
+
+
+@pytest.mark.sm80
+def test_strip_beats_base_w2_on_larger_layer(gpu_perf: Any, layer_data: Callable[[str], LayerData]) -> None:
+    """The note's problem 2: reusing each loaded weight for several words cuts L1<->L2 re-reads."""
+    arch = gpu_perf.device.arch
+    data = layer_data("layer1")
+    gpu_perf.assert_speedup(
+        qkv_variant("qkv_strip_w2", data, arch),
+        qkv_variant("qkv_base_w2", data, arch),
+        at_least=margin(arch, "qkv_strip_w2_vs_qkv_base_w2/layer1"),
+    )
+
+
+@pytest.mark.sm80
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_variant_vs_cublas(gpu_perf: Any, layer_data: Callable[[str], LayerData], variant: str, layer: str) -> None:
+    """Report only: speedup over cuBLAS (below 1 means slower), TFLOP/s and bandwidth fraction."""
+    data = layer_data(layer)
+    comparison = gpu_perf.assert_speedup(
+        qkv_variant(variant, data, gpu_perf.device.arch), cublas_variant(data), at_least=None
+    )
+    gpu_perf.record("speedup_vs_cublas", comparison.speedup)
+    gpu_perf.record("tflops", comparison.fast.flop_rate / 1e12, unit="TFLOP/s")
+    gpu_perf.record("cublas_tflops", comparison.baseline.flop_rate / 1e12, unit="TFLOP/s")
+    gpu_perf.record("bandwidth_fraction", comparison.fast.bandwidth / gpu_perf.copy_bandwidth())
