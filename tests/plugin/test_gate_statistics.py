@@ -1,6 +1,6 @@
 """How often the gates are wrong, measured on seeded synthetic noise at the default settings.
 
-Each scenario runs 1,000 simulated comparisons through the real sampler and gates, with
+Each scenario runs 2,000 simulated comparisons through the real sampler and gates, with
 log-normal per-sample noise (sigma 1% and 3%) and 2% outliers at 1.5x:
 
 - regression gate, A/A: stored baseline and current run from the same distribution;
@@ -23,7 +23,7 @@ from pytest_gpuperf.stats import Interval, ratio_of_medians_ci
 from pytest_gpuperf.testing import FakeBackend
 from pytest_gpuperf.timing import SamplingPolicy, compare, measure
 
-SIMULATIONS = 1000
+SIMULATIONS = 2000
 OUTLIER_RATE = 0.02
 T0 = 10e-6
 POLICY = SamplingPolicy()  # the defaults a user gets
