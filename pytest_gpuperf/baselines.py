@@ -70,7 +70,7 @@ class Entry:
     @classmethod
     def from_measurement(cls, m: Mapping[str, Any]) -> "Entry":
         """From a Measurement summary (``Measurement.summary()``)."""
-        extra = {k: m[k] for k in ("bytes", "flops", "batch", "throttled") if m.get(k) is not None}
+        extra = {k: m[k] for k in ("bytes", "flops", "batch", "throttled", "sm_clock_mhz") if m.get(k) is not None}
         return cls(
             median_s=m["median_s"],
             ci_low_s=m["ci_low_s"],

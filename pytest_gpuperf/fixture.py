@@ -55,8 +55,7 @@ class GpuPerf:
         their stored baselines.
         """
         if fast.name == baseline.name:
-            fast = Variant(fast.name + "#a", fast.launch, fast.bytes, fast.flops, fast.cache)
-            baseline = Variant(baseline.name + "#b", baseline.launch, baseline.bytes, baseline.flops, baseline.cache)
+            fast, baseline = fast.renamed(fast.name + "#a"), baseline.renamed(baseline.name + "#b")
         if at_least is not None and not at_least > 0:
             raise ValueError(f"assert_speedup: at_least must be a positive ratio such as 1.10, got {at_least!r}")
         with self._session.gpu_lock():

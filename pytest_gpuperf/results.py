@@ -18,6 +18,10 @@ class Variant:
     synchronizing or allocating (it is captured into a CUDA graph when it can be).
     ``bytes`` and ``flops`` are the minimum traffic and arithmetic of one call; when given,
     results also report bandwidth and FLOP/s. ``cache`` overrides the session's cache mode.
+
+    ``rotations`` (optional) are launches of the same work on distinct input copies. In cold
+    mode they are cycled instead of flushing L2, which is far less noisy for kernels of a
+    few microseconds; together they should cover at least twice the L2 size.
     """
 
     name: str
@@ -25,6 +29,7 @@ class Variant:
     bytes: int | None = None
     flops: int | None = None
     cache: CacheMode | None = None
+    rotations: tuple[Callable[[], Any], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -33,6 +38,11 @@ class Variant:
             raise TypeError(f"Variant {self.name!r}: launch must be callable, got {type(self.launch).__name__}")
         if self.cache not in (None, "cold", "hot"):
             raise ValueError(f"Variant {self.name!r}: cache must be 'cold' or 'hot', got {self.cache!r}")
+        if not all(callable(r) for r in self.rotations):
+            raise TypeError(f"Variant {self.name!r}: rotations must be a tuple of callables")
+
+    def renamed(self, name: str) -> "Variant":
+        return Variant(name, self.launch, self.bytes, self.flops, self.cache, self.rotations)
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,8 @@ class Measurement:
             "bandwidth": self.bandwidth,
             "flop_rate": self.flop_rate,
             "stop_reason": self.stop_reason,
+            "sm_clock_mhz": [c.sm_clock_mhz for c in self.clocks[:1] + self.clocks[-1:]],
+            "clock_reasons": sorted({r for c in self.clocks for r in c.reasons}),
             "notes": list(self.notes),
         }
 

@@ -146,17 +146,14 @@ class GpuPerfSession:
 
 
 def copy_variant(backend: TimingBackend, device: DeviceInfo) -> Any:
-    """A Variant copying a buffer far larger than L2, for the copy-bandwidth roofline."""
+    """A Variant copying a buffer far larger than L2 with the SMs, for the copy-bandwidth roofline."""
     from pytest_gpuperf.results import Variant
+    from pytest_gpuperf.roofline import copy_buffer_bytes, copy_launch
 
-    nbytes = int(min(max(16 * device.l2_bytes, 1 << 30), device.memory_bytes // 8))
     if getattr(backend, "name", "") != "cupy":
-        return Variant("device-copy", lambda: None, bytes=2 * nbytes)
-    import cupy
-
-    src = cupy.random.default_rng(0).integers(0, 255, nbytes, dtype=cupy.uint8)
-    dst = cupy.empty_like(src)
-    return Variant("device-copy", lambda: dst.data.copy_from_device_async(src.data, nbytes), bytes=2 * nbytes)
+        return Variant("device-copy", lambda: None, bytes=2 * copy_buffer_bytes(device))
+    launch, moved = copy_launch(device)
+    return Variant("device-copy", launch, bytes=moved)
 
 
 def _use_cuda_device(device: DeviceInfo) -> None:

@@ -56,13 +56,52 @@ def reference(x: np.ndarray, size: int, stage: str) -> np.ndarray:
     return np.repeat(summed[:, None, :], CLUSTER_SIZE, axis=1).reshape(np.shape(x))
 
 
-def racy_reference(x: np.ndarray, size: int, stage: str) -> np.ndarray:
-    """Output of the note's in-place DSMEM kernel when rank 1 reads after rank 0 wrote.
+def racy_reference(x: np.ndarray, size: int, stage: str, late_rank: int = 1) -> np.ndarray:
+    """Output of the note's in-place DSMEM kernel when rank ``late_rank`` reads every slot of its
+    neighbour after the neighbour overwrote it.
 
-    Rank 0 overwrote its slots with ``stage(a + b)`` before rank 1 read them, so rank 1
-    computes ``stage(b + stage(a + b))``; rank 0 is still right.
+    With ``late_rank=1`` (the forced interleaving, ``skew=True``) rank 0 overwrote its slots with
+    ``stage(a + b)`` first, so rank 1 computes ``stage(b + stage(a + b))``; rank 0 is right.
+    With ``late_rank=0`` rank 0 computes ``stage(a + stage(a + b))`` (the fp16 add commutes
+    bit for bit) and rank 1 is right.
     """
+    if late_rank not in (0, 1):
+        raise ValueError(f"late_rank: expected 0 or 1, got {late_rank!r}")
     pairs = _pairs(x, size)
-    rank0 = _stage(_add_fp16(pairs[:, 0], pairs[:, 1]), stage)
-    rank1 = _stage(_add_fp16(pairs[:, 1], rank0), stage)
-    return np.stack([rank0, rank1], axis=1).reshape(np.shape(x))
+    summed = _stage(_add_fp16(pairs[:, 0], pairs[:, 1]), stage)
+    late = _stage(_add_fp16(pairs[:, late_rank], summed), stage)
+    ranks = [summed, summed]
+    ranks[late_rank] = late
+    return np.stack(ranks, axis=1).reshape(np.shape(x))
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return (a64 == b64) | (np.isnan(a64) & np.isnan(b64))
+
+
+def race_breakdown(out: np.ndarray, x: np.ndarray, size: int, stage: str) -> dict[str, int]:
+    """Classify the wrong elements of a ``dsmem_note`` output by the race that explains them.
+
+    Per slot ``i`` of a cluster, a thread of each rank reads its own slot, then the neighbour's,
+    then overwrites its own; the store depends on both loads, so at most one of the two ranks
+    can read an overwritten value. Every element must therefore be right, or equal the race's
+    prediction for its rank (``racy_reference(..., late_rank=rank)``), and never both ranks of
+    one slot wrong. Returns the counts of wrong elements in all, per late rank, and of those no
+    race explains (``unexplained``: a slot with both ranks wrong counts both of its elements).
+    """
+    got = _pairs(out, size)
+    right = _same(got, _pairs(reference(x, size, stage), size))
+    wrong = ~right
+    explained = np.zeros_like(wrong)
+    counts: dict[str, int] = {"wrong": int(wrong.sum())}
+    for rank in (0, 1):
+        racy = _pairs(racy_reference(x, size, stage, late_rank=rank), size)
+        hit = wrong[:, rank] & _same(got[:, rank], racy[:, rank])
+        explained[:, rank] = hit
+        counts[f"rank{rank}_late"] = int(hit.sum())
+    both = wrong[:, 0] & wrong[:, 1]
+    explained[:, 0] &= ~both
+    explained[:, 1] &= ~both
+    counts["unexplained"] = int((wrong & ~explained).sum())
+    return counts

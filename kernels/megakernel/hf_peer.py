@@ -7,6 +7,7 @@ lazily allocated layers in 5.x; ``max_batch_size``/``device``/``dtype`` argument
 """
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -18,7 +19,8 @@ def unavailable_reason() -> str | None:
     """Why the peer cannot run here (torch, CUDA or transformers missing), or None."""
     try:
         import torch
-        import transformers  # noqa: F401
+
+        importlib.import_module("transformers")
     except ImportError as exc:
         return f"torch/transformers not importable: {exc}"
     if not torch.cuda.is_available():

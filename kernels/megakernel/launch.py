@@ -24,12 +24,14 @@ def kernel_name(variant: str) -> str:
     return f"megakernel_decode<{VARIANTS.index(variant)}>"
 
 
-def decode_module(config: ModelConfig) -> Any:
-    """The compiled ``cupy.RawModule`` holding every variant for this model shape."""
+def decode_module(config: ModelConfig, own_grid_barrier: bool = False) -> Any:
+    """The compiled ``cupy.RawModule`` holding every variant for this model shape. With
+    ``own_grid_barrier`` the phases synchronise with mk::subset_barrier over the whole grid instead
+    of cooperative_groups' grid.sync() (same scheme, no cooperative_groups headers needed)."""
     from pytest_gpuperf.compile import load_module
 
-    return load_module(SOURCES[0], options=COMPILE_OPTIONS + config.compile_defines(),
-                       name_expressions=tuple(kernel_name(v) for v in VARIANTS))
+    options = COMPILE_OPTIONS + config.compile_defines() + (("-DMK_OWN_GRID_BARRIER",) if own_grid_barrier else ())
+    return load_module(SOURCES[0], options=options, name_expressions=tuple(kernel_name(v) for v in VARIANTS))
 
 
 def _check_variant(variant: str) -> None:
@@ -48,10 +50,11 @@ class Megakernel:
 
     ``grid_blocks`` defaults to one block per multiprocessor (the kernel's register budget allows
     one 512-thread block per SM); any count from ``kv_heads`` up to the co-resident maximum works.
+    ``own_grid_barrier`` swaps cooperative_groups' grid.sync() for the kernel's own barrier.
     """
 
     def __init__(self, config: ModelConfig, weights: Mapping[str, np.ndarray], *, max_seq: int,
-                 grid_blocks: int | None = None):
+                 grid_blocks: int | None = None, own_grid_barrier: bool = False):
         import cupy
 
         if max_seq < 1:
@@ -59,7 +62,7 @@ class Megakernel:
         self.config = config
         self.max_seq = max_seq
         self.shared_bytes = shared_bytes(config)
-        module = decode_module(config)
+        module = decode_module(config, own_grid_barrier)
         self._module = module
         self._functions = {v: module.get_function(kernel_name(v)).kernel for v in VARIANTS}
         sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
@@ -148,7 +151,7 @@ class GridSyncCost:
         module = load_module(SOURCES[1], options=COMPILE_OPTIONS, name_expressions=names)
         self._functions = {mode: module.get_function(name).kernel for mode, name in zip(GRID_SYNC_MODES, names)}
         self.grid_blocks = grid_blocks
-        self._word = cupy.zeros(1, dtype=cupy.uint32)
+        self.word = cupy.zeros(1, dtype=cupy.uint32)  # subset_barrier's word
 
     def launcher(self, mode: str, iterations: int) -> Callable[[], None]:
         if mode not in GRID_SYNC_MODES:
@@ -156,7 +159,7 @@ class GridSyncCost:
         if iterations < 0:
             raise ValueError(f"iterations must be non-negative, got {iterations}")
         function = self._functions[mode]
-        grid, block, args = (self.grid_blocks,), (THREADS,), (self._word, np.int32(iterations))
+        grid, block, args = (self.grid_blocks,), (THREADS,), (self.word, np.int32(iterations))
 
         def launch() -> None:
             function(grid, block, args, enable_cooperative_groups=True)

@@ -101,7 +101,7 @@ def scratch_arrays(config: ModelConfig, max_seq: int, max_blocks: int) -> dict[s
         "attn_out": np.full(c.q_dim, f32_nan, dtype=np.float32),
         "act": np.full(c.intermediate, f32_nan, dtype=np.float32),
         "sumsq_partial": np.full(max_blocks, f32_nan, dtype=np.float32),
-        "counters": np.zeros(2 * c.kv_heads, dtype=np.uint32),
+        "counters": np.zeros(2 * c.kv_heads + 1, dtype=np.uint32),
     }
 
 

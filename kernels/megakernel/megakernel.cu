@@ -53,6 +53,7 @@ constexpr int kAttnTile = kThreads / 16;  // keys per tile: 16 threads x 8 dims 
 constexpr int kAttnUnroll = 4;          // key/value tiles loaded before first use
 constexpr int kAttnMaxChunk = 1024;     // most keys one attention unit takes
 constexpr int kPartialStride = kHeadDim + 2;  // split-attention record: o[128], max, sum
+constexpr int kGridWordSlot = 2 * kKVHeads;   // counters[]: the own grid barrier's word
 
 __host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
 constexpr int kMaxK = imax(kHidden, imax(kQDim, kInter));
@@ -90,7 +91,8 @@ struct MegakernelParams {
     float* attn_out;           // [q_heads * 128]
     float* act;                // [inter]: silu(gate) * up
     float* sumsq_partial;      // [blocks]: per-block sum of squares of the residual rows it wrote
-    unsigned* counters;        // [2 * kv_heads]: split-attention arrivals, then head-group barrier words
+    unsigned* counters;        // [2 * kv_heads + 1]: split-attention arrivals, head-group barrier words,
+                               // the grid barrier word (MK_OWN_GRID_BARRIER)
     long long vocab;
     long long max_seq;
 };
@@ -231,7 +233,7 @@ __device__ __forceinline__ void rmsnorm_into_vec(const MegakernelParams& P, bool
         __syncthreads();
     } else {
         if (blockIdx.x == 0) rmsnorm_hidden(P, from_embedding, false, token, weight, false, P.normed, s.misc);
-        grid_sync();
+        grid_sync(P.counters + kGridWordSlot);
         load_vector_to_shared(P.normed, kHidden, s.vec);
     }
 }
@@ -657,7 +659,7 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
         } else {
             split_range(kQkvRows, b, nb, &r0, &nr);
             block_gemv<kHidden, 1>(w_qkv, r0, nr, s.vec, s.partial, false, store_qkv);
-            grid_sync();
+            grid_sync(P.counters + kGridWordSlot);
             // Phase 2 (not fused): QK-norm, RoPE and the KV-cache write, one warp per head.
             if (!T::fused_qk) {
                 constexpr int kTasks = kKVHeads * (kGqa + 2);
@@ -665,7 +667,7 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
                     const int g = t / (kGqa + 2), r = t % (kGqa + 2);
                     qk_task(P, layer, position, g, r, P.q_rot + (g * kGqa + r) * kHeadDim);
                 }
-                grid_sync();
+                grid_sync(P.counters + kGridWordSlot);
             }
             // Phase 3: attention, split over (kv head, key chunk) units.
             if (T::prefetch) {
@@ -675,7 +677,7 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
             for (int w = b; w < attention_units; w += nb)
                 attention_unit<T::fused_qk>(P, layer, position, w / split.units, w % split.units, split, s);
         }
-        grid_sync();
+        grid_sync(P.counters + kGridWordSlot);
 
         // Phase 4: O-projection + residual (fused: + the partial sums of squares of the next norm).
         load_vector_to_shared(P.attn_out, kQDim, s.vec);
@@ -688,7 +690,7 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
             const float sq = block_gemv<kQDim, 1>(w_o, r0, nr, s.vec, s.partial, false, add_to_residual);
             if (T::norm_partials) publish_sumsq(P, sq, nr, s.misc);
         }
-        grid_sync();
+        grid_sync(P.counters + kGridWordSlot);
 
         // Phase 5: post-attention RMSNorm (its own phase in the baseline), gate/up, SiLU * up.
         rmsnorm_into_vec<T>(P, false, token, P.norm_post + layer * kHidden, s);
@@ -703,7 +705,7 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
         }
         split_range(kInter, b, nb, &r0, &nr);
         block_gemv<kHidden, 2>(w_gu, 2 * r0, 2 * nr, s.vec, s.partial, false, swiglu);
-        grid_sync();
+        grid_sync(P.counters + kGridWordSlot);
 
         // Phase 6: down projection + residual.
         load_vector_to_shared(P.act, kInter, s.vec);
@@ -712,7 +714,7 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
             const float sq = block_gemv<kInter, 1>(w_down, r0, nr, s.vec, s.partial, false, add_to_residual);
             if (T::norm_partials) publish_sumsq(P, sq, nr, s.misc);
         }
-        grid_sync();
+        grid_sync(P.counters + kGridWordSlot);
     }
 
     // Final RMSNorm and the tied LM head; greedy argmax is left to the caller.

@@ -8,7 +8,7 @@
 
 #ifdef MK_EMULATE
 #include "emulate/cuda_emulation.h"
-#else
+#elif !defined(MK_OWN_GRID_BARRIER)
 #include <cooperative_groups.h>
 #endif
 
@@ -180,8 +180,17 @@ __device__ __forceinline__ void subset_barrier(unsigned* word, unsigned expected
     __syncthreads();
 }
 
-// The whole-grid barrier between phases. Requires a cooperative launch (launch.py does one).
-__device__ __forceinline__ void grid_sync() { cooperative_groups::this_grid().sync(); }
+// The whole-grid barrier between phases. Requires a cooperative launch (launch.py does one):
+// cooperative_groups' grid.sync(), or with MK_OWN_GRID_BARRIER the same scheme on `word` (for
+// toolchains without the cooperative_groups headers, and to compare the two).
+__device__ __forceinline__ void grid_sync(unsigned* word) {
+#ifdef MK_OWN_GRID_BARRIER
+    subset_barrier(word, gridDim.x, blockIdx.x == 0);
+#else
+    (void)word;
+    cooperative_groups::this_grid().sync();
+#endif
+}
 
 #ifndef MK_EMULATE
 // Base of the block's dynamic shared memory (the emulator supplies its own per-block buffer).

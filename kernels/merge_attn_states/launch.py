@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kernels.merge_attn_states.family import DTYPES, HEAD_SIZES, SOURCES, VARIANTS, VECTORIZED_SWEEP
+from kernels.merge_attn_states.family import DEFAULT_LAUNCH, DTYPES, HEAD_SIZES, SOURCES, VARIANTS, VECTORIZED_SWEEP
 from kernels.merge_attn_states.reference import STORAGE_DTYPES, MergeInputs, to_storage
 
 COMPILE_OPTIONS = ("-std=c++17",)
@@ -23,10 +23,11 @@ _MAX_ELEMENTS = 2**31  # the kernels index with 32-bit integers
 
 @dataclass(frozen=True)
 class VectorizedConfig:
-    """Launch shape of the vectorized kernel: threads per block, 16-byte packs per thread."""
+    """Launch shape of the vectorized kernel: threads per block, 16-byte packs per thread. The
+    default (``family.DEFAULT_LAUNCH``, 256 x 1) is the H200 sweep's choice; see family.py."""
 
-    block_threads: int = 256
-    packs_per_thread: int = 2
+    block_threads: int = DEFAULT_LAUNCH[0]
+    packs_per_thread: int = DEFAULT_LAUNCH[1]
 
 
 DEFAULT_VECTORIZED = VectorizedConfig()

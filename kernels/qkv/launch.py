@@ -24,6 +24,19 @@ MAX_WARPS_PER_BLOCK = 32
 _INT_MAX = 2**31 - 1  # the kernels index with 32-bit int
 
 
+def max_warps_per_block(variant: str, words_per_thread: int = 8) -> int:
+    """The largest block ``variant`` is built for (qkv.cu's ``__launch_bounds__``), in warps.
+
+    Strip kernels: 16 warps for 4 or 8 words per thread, 8 for 16; the base kernels take any
+    block (30-32 registers). The launcher still checks the compiled kernel's own limit.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
+    if variant not in STRIP_VARIANTS:
+        return MAX_WARPS_PER_BLOCK
+    return 8 if words_per_thread >= 16 else 16
+
+
 def strip_kernel_name(variant: str, words_per_thread: int, vec_m: bool) -> str:
     """Template name of a strip kernel instantiation, as given to NVRTC."""
     return f"{variant}<{words_per_thread}, {'true' if vec_m else 'false'}>"

@@ -6,9 +6,13 @@ stays out of the number, which matters below ~20 µs. Samples are enqueued a rou
 time behind an untimed warm replay and read after one synchronize, so the GPU never
 idles inside an event pair.
 
-Cold mode flushes L2 before every launch by writing a buffer twice the L2 size. In a
-graph the flush cannot sit outside the event pair, so cold samples time a graph of
-(flush, launch) x batch and subtract an interleaved graph of flush x batch.
+Cold mode needs every launch to find its inputs outside L2. Three ways, best first:
+rotate input copies the Variant provides (no extra work at all); nothing, when one launch
+moves at least 4x the L2 size (it evicts its own data); otherwise flush L2 before every
+launch by writing a buffer twice the L2 size. In a graph the flush cannot sit outside the
+event pair, so flushed samples time a graph of (flush, launch) x batch and subtract an
+interleaved graph of flush x batch; that subtraction adds noise of a few percent per
+sample for kernels of a few microseconds, which the interval reports.
 
 When a callable cannot be captured (it synchronizes, allocates, or uses a launch that
 graphs refuse), timing falls back to event pairs around eager launches; the result's
@@ -27,6 +31,7 @@ from pytest_gpuperf.timing.backend import Prepared
 from pytest_gpuperf.timing.nvml import ClockMonitor
 
 MAX_BATCH = 2048
+COLD_BY_SIZE = 4  # launches moving this many times the L2 size find nothing of theirs left in it
 WARMUP_LAUNCHES = 3
 ESTIMATE_LAUNCHES = 10
 
@@ -95,8 +100,8 @@ class CupyBackend:
         return graph
 
     # -- TimingBackend -------------------------------------------------------------
-    def prepare(self, variant: Variant, cache: CacheMode, target_sample_s: float) -> Prepared:
-        launch = variant.launch
+    def prepare(self, variant: Variant, cache: CacheMode, target_sample_s: float, warmup_s: float = 0.05) -> Prepared:
+        launch, flush, notes = self._cold_strategy(variant, cache)
         with self._device, self._stream:
             try:
                 for _ in range(WARMUP_LAUNCHES):
@@ -105,27 +110,63 @@ class CupyBackend:
                 raise GpuPerfError(f"variant {variant.name!r} raised during warm-up: {exc}") from exc
             self._sync(f"warming up variant {variant.name!r}")
             per_launch = self._timed(launch, ESTIMATE_LAUNCHES)
-            flush_s = self._timed(self._flush, 3) if cache == "cold" else 0.0
+            flush_s = self._timed(self._flush, 3) if flush else 0.0
             self._sync(f"estimating the time of variant {variant.name!r}")
             batch = _batch_for(per_launch + flush_s, target_sample_s)
             try:
-                segments, batch = self._graph_segments(launch, cache, batch, target_sample_s)
+                segments, batch = self._graph_segments(launch, flush, batch, target_sample_s)
                 method = "graph"
-                notes: list[str] = []
             except GpuPerfError:
                 raise
             except Exception as exc:
-                segments, batch = self._event_segments(launch, cache, per_launch, target_sample_s)
+                segments, batch = self._event_segments(launch, flush, per_launch, target_sample_s)
                 method = "events"
-                notes = [f"CUDA-graph capture failed ({type(exc).__name__}: {exc}); timed with events"]
+                notes.append(f"CUDA-graph capture failed ({type(exc).__name__}: {exc}); timed with events")
                 self._sync(f"recovering from a failed capture of variant {variant.name!r}")
+            self._warm(segments, warmup_s)
         return Prepared(variant=variant, mode=cache, method=method, batch=batch, notes=notes, state=segments)
 
+    def _cold_strategy(self, variant: Variant, cache: CacheMode) -> tuple[Callable[[], Any], bool, list[str]]:
+        """How a launch is made cold: rotate input copies, flush L2, or nothing when the data cannot fit."""
+        if cache == "hot":
+            return variant.launch, False, []
+        l2 = self._info.l2_bytes
+        if variant.rotations:
+            turn = [0]
+            rotations = variant.rotations
+
+            def rotating() -> None:
+                rotations[turn[0] % len(rotations)]()
+                turn[0] += 1
+
+            notes = [f"cold by rotating {len(rotations)} input copies"]
+            if variant.bytes and len(rotations) * variant.bytes < 2 * l2:
+                notes.append(f"warning: the rotated copies move {len(rotations) * variant.bytes / 2**20:.0f} MiB, less than twice L2")
+            return rotating, False, notes
+        if variant.bytes and variant.bytes >= COLD_BY_SIZE * l2:
+            return variant.launch, False, [f"cold without flushing: {variant.bytes / 2**20:.0f} MiB moved per launch is over {COLD_BY_SIZE}x L2"]
+        return variant.launch, True, []
+
+    def _warm(self, segments: list[_Segment], seconds: float) -> None:
+        """Replay until ``seconds`` of GPU time have passed, so clocks have left their idle state."""
+        cp = self._cp
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record(self._stream)
+        while True:
+            for seg in segments:
+                if seg.prefix:
+                    seg.prefix()
+                seg.run()
+            end.record(self._stream)
+            end.synchronize()
+            if cp.cuda.get_elapsed_time(start, end) * 1e-3 >= seconds:
+                return
+
     def _graph_segments(
-        self, launch: Callable[[], Any], cache: CacheMode, batch: int, target_sample_s: float
+        self, launch: Callable[[], Any], flush: bool, batch: int, target_sample_s: float
     ) -> tuple[list[_Segment], int]:
         for attempt in range(2):
-            if cache == "hot":
+            if not flush:
                 g = self._capture(lambda: _repeat(launch, batch))
                 segments = [_Segment(lambda g=g: g.launch(self._stream), +1)]
             else:
@@ -145,9 +186,9 @@ class CupyBackend:
         return segments, batch
 
     def _event_segments(
-        self, launch: Callable[[], Any], cache: CacheMode, per_launch: float, target_sample_s: float
+        self, launch: Callable[[], Any], flush: bool, per_launch: float, target_sample_s: float
     ) -> tuple[list[_Segment], int]:
-        if cache == "cold":
+        if flush:
             return [_Segment(lambda: launch(), +1, prefix=self._flush)], 1
         batch = _batch_for(per_launch, target_sample_s)
         return [_Segment(lambda: _repeat(launch, batch), +1)], batch

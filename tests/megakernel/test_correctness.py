@@ -26,22 +26,27 @@ GREEDY_STEPS = 32
 GREEDY_FIRST_TOKEN = 151643  # Qwen's <|endoftext|>; any id works with random weights
 
 
-def check_step(mk: Any, ref: ReferenceModel, variant: str, token: int, position: int,
-               k: np.ndarray, v: np.ndarray, expected: np.ndarray | None = None) -> None:
-    """One step of ``variant`` from KV prefill (k, v) vs the reference: logits, the KV rows written at
-    ``position``, and every other cache row left as it was."""
+class Expected:
+    """A KV prefill and what the reference makes of one step from it."""
+
+    def __init__(self, ref: ReferenceModel, token: int, position: int, k: np.ndarray, v: np.ndarray):
+        self.token, self.position, self.k, self.v = token, position, k, v
+        self.k_after, self.v_after = k.copy(), v.copy()
+        self.logits = ref.decode_step(token, position, self.k_after, self.v_after)
+
+
+def check_step(mk: Any, variant: str, expected: Expected) -> None:
+    """One step of ``variant`` from the prefill vs the reference: logits, the KV rows written at the
+    step's position, and every other cache row left as it was."""
     import cupy
 
-    kr, vr = k.copy(), v.copy()
-    if expected is None:
-        expected = ref.decode_step(token, position, kr, vr)
-    else:  # the caller ran the reference already; recompute only the rows it wrote
-        ref.decode_step(token, position, kr, vr)
-    mk.set_kv_cache(k, v)
+    token, position, kr, vr = expected.token, expected.position, expected.k_after, expected.v_after
+    mk.set_kv_cache(expected.k, expected.v)
     for name in ("logits", "residual", "qkv", "q_rot", "attn_out", "act", "attn_partial"):
         poison(mk.buffers[name])
     logits = cupy.asnumpy(mk.step(variant, token, position))
-    assert_close(logits, expected, name=f"{variant} logits at position {position}", **LOGIT_TOLERANCE[mk.config.name])
+    assert_close(logits, expected.logits, name=f"{variant} logits at position {position}",
+                 **LOGIT_TOLERANCE[mk.config.name])
     for name, ref_cache in (("k_cache", kr), ("v_cache", vr)):
         got = cupy.asnumpy(mk.buffers[name])
         assert_close(bf16_bits_to_float(got[:, :, position]), bf16_bits_to_float(ref_cache[:, :, position]),
@@ -72,25 +77,24 @@ def test_tiny_step_matches_reference(gpu: Any, variant: str, position: int, seed
     weights = make_weights(TINY, seed)
     mk = Megakernel(TINY, weights, max_seq=TINY_MAX_SEQ, grid_blocks=grid_for(grid, TINY, gpu.sm_count))
     k, v = random_kv_cache(TINY, TINY_MAX_SEQ, seed + 1)
-    token = seed % TINY.vocab
-    check_step(mk, ReferenceModel(TINY, weights, TINY_MAX_SEQ), variant, token, position, k, v)
+    expected = Expected(ReferenceModel(TINY, weights, TINY_MAX_SEQ), seed % TINY.vocab, position, k, v)
+    check_step(mk, variant, expected)
 
 
 @pytest.fixture(scope="module")
-def full_expected(full_reference: ReferenceModel) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Random KV prefill and the reference logits at each of FULL_POSITIONS (computed once)."""
+def full_expected(full_reference: ReferenceModel) -> dict[int, Expected]:
+    """A random KV prefill and the reference step at each of FULL_POSITIONS (computed once)."""
     k, v = random_kv_cache(QWEN3_0_6B, full_reference.rope.shape[0], seed=1)
-    return {p: (k, v, full_reference.decode_step(p + 11, p, k.copy(), v.copy())) for p in FULL_POSITIONS}
+    return {p: Expected(full_reference, p + 11, p, k, v) for p in FULL_POSITIONS}
 
 
 @pytest.mark.sm80
 @pytest.mark.parametrize("position", FULL_POSITIONS)
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_full_step_matches_reference(full_model: Any, full_reference: ReferenceModel, full_expected: Any,
-                                     variant: str, position: int) -> None:
+def test_full_step_matches_reference(full_model: Any, full_expected: dict[int, Expected], variant: str,
+                                     position: int) -> None:
     """Qwen3-0.6B's shape (28 layers, vocab 151936): logits and KV rows at a few positions."""
-    k, v, expected = full_expected[position]
-    check_step(full_model, full_reference, variant, position + 11, position, k, v, expected)
+    check_step(full_model, variant, full_expected[position])
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +143,7 @@ def test_grid_sync_loop_completes(gpu: Any, mode: str) -> None:
     for _ in range(3):
         cost.launcher(mode, 101)()
     cupy.cuda.Device().synchronize()
-    assert int(cost._word.get()[0]) & 0x7FFFFFFF == 0
+    assert int(cost.word.get()[0]) & 0x7FFFFFFF == 0
 
 
 @pytest.mark.sm80

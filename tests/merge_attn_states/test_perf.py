@@ -1,7 +1,10 @@
 """merge_attn_states perf gates over a fixed shape grid (run with --gpu-perf).
 
-Margins come from kernels/merge_attn_states/family.py; a None margin measures and records the
-ratio without gating.
+Three gates, as the issue asks: reordered vs baseline (the design note's claim) and vectorized vs
+baseline, interleaved A/B at the margins measured per architecture in
+kernels/merge_attn_states/family.py (a None margin measures and records the ratio without gating),
+and the vectorized variant's bandwidth as a fraction of the device's copy bandwidth on DRAM-sized
+shapes, an absolute gate at the issue's 85%. 9 + 6 + 4 = 19 tests.
 """
 from __future__ import annotations
 
@@ -10,9 +13,10 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from kernels.merge_attn_states.family import (
+    BANDWIDTH_CASES,
     BANDWIDTH_FRACTION_TARGET,
-    DRAM_CASES,
-    PERF_CASES,
+    REORDERED_CASES,
+    VECTORIZED_CASES,
     PerfCase,
     bandwidth_floor,
     speedup_margin,
@@ -23,7 +27,8 @@ from pytest_gpuperf import Variant
 
 @pytest.fixture(scope="module")
 def buffers_for() -> Iterator[Callable[[PerfCase], DeviceBuffers]]:
-    """Device inputs per perf case, drawn once and shared by the tests of this module."""
+    """Device inputs per perf case (about 1.5 GB for all nine), drawn once and shared by the tests
+    of this module."""
     cache: dict[str, DeviceBuffers] = {}
 
     def get(case: PerfCase) -> DeviceBuffers:
@@ -41,7 +46,7 @@ def variant(name: str, case: PerfCase, buffers: DeviceBuffers) -> Variant:
 
 
 @pytest.mark.sm80
-@pytest.mark.parametrize("case", PERF_CASES, ids=lambda case: case.id)
+@pytest.mark.parametrize("case", REORDERED_CASES, ids=lambda case: case.id)
 def test_reordered_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
     """The design note's claim: loading the outputs before the LSE arithmetic is faster."""
     buffers = buffers_for(case)
@@ -53,7 +58,7 @@ def test_reordered_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase], 
 
 
 @pytest.mark.sm80
-@pytest.mark.parametrize("case", PERF_CASES, ids=lambda case: case.id)
+@pytest.mark.parametrize("case", VECTORIZED_CASES, ids=lambda case: case.id)
 def test_vectorized_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
     buffers = buffers_for(case)
     gpu_perf.assert_speedup(
@@ -64,16 +69,16 @@ def test_vectorized_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase],
 
 
 @pytest.mark.sm80
-@pytest.mark.parametrize("case", DRAM_CASES, ids=lambda case: case.id)
+@pytest.mark.parametrize("case", BANDWIDTH_CASES, ids=lambda case: case.id)
 def test_vectorized_bandwidth(gpu_perf: Any, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
-    """Achieved bandwidth of the vectorized variant as a fraction of the measured copy bandwidth."""
+    """Achieved bandwidth of the vectorized variant as a fraction of the measured copy bandwidth
+    (an SM copy kernel, bytes read + written), gated at the issue's target."""
     measurement = gpu_perf.measure(variant("vectorized", case, buffers_for(case)))
     fraction = measurement.bandwidth / gpu_perf.copy_bandwidth()
     gpu_perf.record("bandwidth_fraction", fraction)
     gpu_perf.record("bandwidth", measurement.bandwidth / 1e9, unit="GB/s")
     floor = bandwidth_floor(gpu_perf.device.arch, case)
-    if floor is not None:
-        assert fraction >= floor, (
-            f"vectorized {case.id}: {fraction:.1%} of copy bandwidth, below the measured floor {floor:.0%} "
-            f"(issue target {BANDWIDTH_FRACTION_TARGET:.0%})"
-        )
+    assert fraction >= floor, (
+        f"vectorized {case.id}: {measurement.bandwidth / 1e9:.0f} GB/s is {fraction:.1%} of copy bandwidth, "
+        f"below the floor {floor:.0%} (issue target {BANDWIDTH_FRACTION_TARGET:.0%})"
+    )

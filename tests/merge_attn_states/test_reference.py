@@ -6,7 +6,18 @@ import math
 import numpy as np
 import pytest
 
-from kernels.merge_attn_states.family import PERF_CASES, SPEEDUP_MARGINS, bytes_moved
+from kernels.merge_attn_states.family import (
+    BANDWIDTH_CASES,
+    BANDWIDTH_FRACTION_TARGET,
+    COMPARISONS,
+    DEFAULT_LAUNCH,
+    PERF_CASES,
+    SPEEDUP_MARGINS,
+    VECTORIZED_SWEEP,
+    bandwidth_floor,
+    bytes_moved,
+    speedup_margin,
+)
 from kernels.merge_attn_states.launch import kernel_name
 from kernels.merge_attn_states.reference import (
     LsePattern,
@@ -82,11 +93,35 @@ def test_bytes_moved_counts_each_tensor_once() -> None:
 
 
 def test_every_gate_has_a_margin_entry() -> None:
-    keys = {f"{cmp}/{case.id}" for cmp in ("reordered_vs_baseline", "vectorized_vs_baseline") for case in PERF_CASES}
+    keys = {f"{cmp}/{case.id}" for cmp, cases in COMPARISONS.items() for case in cases}
     for arch, margins in SPEEDUP_MARGINS.items():
         assert set(margins) == keys, arch
+        assert all(m is None or m > 0 for m in margins.values()), arch
+
+
+def test_a_missing_margin_key_is_an_error_not_ungated() -> None:
+    with pytest.raises(KeyError):
+        speedup_margin("sm90", "reordered_vs_baselin", PERF_CASES[0])
+    assert speedup_margin("sm75", "reordered_vs_baseline", PERF_CASES[0]) is None  # unlisted arch
+
+
+def test_the_bandwidth_gate_is_active_on_every_dram_case() -> None:
+    assert {case.size for case in BANDWIDTH_CASES} == {"dram"}
+    assert {case.head_size for case in BANDWIDTH_CASES} == {64, 128, 256}
+    for arch in ("sm80", "sm90", "sm100"):
+        assert all(bandwidth_floor(arch, case) >= BANDWIDTH_FRACTION_TARGET == 0.85 for case in BANDWIDTH_CASES)
+
+
+def test_perf_grid_is_small_and_the_sweep_cases_exist() -> None:
+    from kernels.merge_attn_states.sweep import SWEEP_CASE_IDS
+
+    ids = [case.id for case in PERF_CASES]
+    assert len(ids) == len(set(ids))
+    assert set(SWEEP_CASE_IDS) <= set(ids)
+    assert sum(len(cases) for cases in COMPARISONS.values()) + len(BANDWIDTH_CASES) <= 25
+    assert DEFAULT_LAUNCH in VECTORIZED_SWEEP
 
 
 def test_kernel_names_match_the_cuda_templates() -> None:
     assert kernel_name("baseline", "bf16", 64, True) == "merge_attn_states_baseline<bf16_t, 64, true>"
-    assert kernel_name("vectorized", "fp16", 256, False) == "merge_attn_states_vectorized<fp16_t, 256, false, 256, 2>"
+    assert kernel_name("vectorized", "fp16", 256, False) == "merge_attn_states_vectorized<fp16_t, 256, false, 256, 1>"

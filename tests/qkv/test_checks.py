@@ -4,8 +4,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.qkv.family import LAYERS, best_config, margin
-from kernels.qkv.launch import NAME_EXPRESSIONS, LaunchConfig, check_problem, padded_qkv, strip_kernel_name
+from kernels.qkv.family import BEST_CONFIGS, GATES, LAYERS, SPEEDUP_MARGINS, best_config, gate_key, margin
+from kernels.qkv.launch import (
+    NAME_EXPRESSIONS,
+    STRIP_VARIANTS,
+    VARIANTS,
+    LaunchConfig,
+    check_problem,
+    max_warps_per_block,
+    padded_qkv,
+    strip_kernel_name,
+)
+from kernels.qkv.sweep import sweep_configs
 from kernels.qkv.reference import QkvShape, make_inputs, reference
 
 
@@ -94,3 +104,43 @@ def test_roofline_counts_of_the_larger_layer() -> None:
 def test_unmeasured_architectures_do_not_gate() -> None:
     assert margin("sm00", "qkv_base_w2_vs_qkv_base/layer0") is None
     assert best_config("sm00", "qkv_strip_w2", "layer1") == LaunchConfig()
+
+
+def test_every_gate_has_a_margin_entry_and_nothing_else() -> None:
+    for fast, baseline, layer in GATES:
+        assert fast in VARIANTS and baseline in VARIANTS and layer in LAYERS
+    for arch, margins in SPEEDUP_MARGINS.items():
+        assert set(margins) == {gate_key(*g) for g in GATES}, arch
+        assert all(m is None or m > 1.0 for m in margins.values()), arch
+
+
+def test_best_configs_name_real_variants_and_launchable_blocks() -> None:
+    for arch, configs in BEST_CONFIGS.items():
+        for key, config in configs.items():
+            variant, layer = key.split("/")
+            assert variant in VARIANTS and layer in LAYERS, f"{arch}: {key}"
+            assert config.warps_per_block <= max_warps_per_block(variant, config.words_per_thread), f"{arch}: {key}"
+            assert best_config(arch, variant, layer) is config
+    # The measured launches the perf tests use on the H200 (family.py cites the sweep figures).
+    expected = LaunchConfig(warps_per_block=8, blocks_per_sm=4, words_per_thread=4)
+    assert best_config("sm90", "qkv_strip_w2", "layer1") == expected
+    assert len(BEST_CONFIGS["sm90"]) == len(VARIANTS) * len(LAYERS)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("quick", [False, True])
+def test_sweep_leaves_out_blocks_the_kernels_are_not_built_for(variant: str, quick: bool) -> None:
+    configs = sweep_configs(variant, quick)
+    assert configs[0] == LaunchConfig() and len(configs) == len(set(configs))
+    assert all(c.warps_per_block <= max_warps_per_block(variant, c.words_per_thread) for c in configs)
+    if variant in STRIP_VARIANTS:
+        assert {c.words_per_thread for c in configs} == {4, 8, 16}
+    if not quick:  # reaches the 64 resident warps per SM the base kernels' registers allow
+        assert max(c.warps_per_block * c.blocks_per_sm for c in configs) >= 64
+
+
+def test_max_warps_per_block_follows_the_launch_bounds() -> None:
+    assert max_warps_per_block("qkv_base") == max_warps_per_block("qkv_base_w2") == 32
+    assert [max_warps_per_block("qkv_strip_w2", w) for w in (4, 8, 16)] == [16, 16, 8]
+    with pytest.raises(ValueError, match="variant"):
+        max_warps_per_block("qkv_nope")

@@ -23,6 +23,7 @@ from kernels.qkv.launch import (
     QkvBuffers,
     launch,
     load_qkv_module,
+    max_warps_per_block,
     padded_qkv,
     rearrange_weights,
     upload,
@@ -44,7 +45,7 @@ from pytest_gpuperf.numerics import assert_close, poison, to_numpy
 MAX_REL_L2 = 1e-5
 # Keeps the float64 reference (and the bound's |h| @ |w|.T) to about 0.1 s per example.
 MAX_MULTIPLY_ADDS = 40_000_000
-STRIP16_MAX_WARPS = 8  # qkv_strip*<16, *> are built for blocks of at most 256 threads
+STRIP16_MAX_WARPS = max_warps_per_block("qkv_strip", 16)  # __launch_bounds__(256) in qkv.cu
 
 
 def assert_within_rounding_bound(

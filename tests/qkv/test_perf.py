@@ -1,9 +1,13 @@
-"""qkv perf gates on the note's two layers (run with --gpu-perf).
+"""qkv perf gates on the note's two layers (run with --gpu-perf): 11 tests.
 
-Gates: qkv_base_w2 vs qkv_base on both layers, qkv_strip_w2 vs qkv_base_w2 on the larger
-layer, each by the margin in kernels/qkv/family.py (None: measured and recorded, not gated).
-Every variant is also measured against cuBLAS (cupy.matmul) on the same buffers, as a report.
-Each variant is checked against the reference once before it is timed.
+Gates (family.GATES): qkv_base_w2 vs qkv_base on both layers, qkv_strip_w2 vs qkv_base_w2 on
+the larger layer, each by its margin in family.SPEEDUP_MARGINS (None: measured and recorded,
+not gated). Every variant runs at its family.BEST_CONFIGS launch (the sweep's fastest).
+Every variant is also measured against cuBLAS (cupy.matmul) on the same buffers, as a report
+the note's issue asks for, never a gate. cuBLAS is timed with event pairs around single
+launches (CuPy refuses cuBLAS calls during graph capture) while the kernels are timed by graph
+replay, so a host gap can inflate cuBLAS's time; below about 20 us read the ratio with that in
+mind. Each variant is checked against the reference once before it is timed.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pytest
 
-from kernels.qkv.family import LAYERS, VARIANTS, best_config, margin
+from kernels.qkv.family import GATES, LAYERS, VARIANTS, best_config, gate_key, margin
 from kernels.qkv.launch import QkvBuffers, make_cublas_launcher, make_launcher, upload
 from kernels.qkv.reference import make_inputs, reference
 from pytest_gpuperf import Variant
@@ -64,29 +68,28 @@ def cublas_variant(data: LayerData) -> Variant:
     return Variant("cublas", launcher, bytes=shape.min_bytes, flops=shape.flops)
 
 
+def assert_gate(gpu_perf: Any, data: LayerData, fast: str, baseline: str) -> None:
+    """One gate of family.GATES: ``fast`` vs ``baseline`` interleaved, by the arch's margin."""
+    assert (fast, baseline, data.layer) in GATES, f"{fast} vs {baseline} on {data.layer} is not in family.GATES"
+    arch = gpu_perf.device.arch
+    gpu_perf.assert_speedup(
+        qkv_variant(fast, data, arch),
+        qkv_variant(baseline, data, arch),
+        at_least=margin(arch, gate_key(fast, baseline, data.layer)),
+    )
+
+
 @pytest.mark.sm80
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 def test_rearranged_weights_beat_base(gpu_perf: Any, layer_data: Callable[[str], LayerData], layer: str) -> None:
     """The note's problem 1: w2 makes the weight loads coalesced (16 -> ~3 sectors per request)."""
-    arch = gpu_perf.device.arch
-    data = layer_data(layer)
-    gpu_perf.assert_speedup(
-        qkv_variant("qkv_base_w2", data, arch),
-        qkv_variant("qkv_base", data, arch),
-        at_least=margin(arch, f"qkv_base_w2_vs_qkv_base/{layer}"),
-    )
+    assert_gate(gpu_perf, layer_data(layer), "qkv_base_w2", "qkv_base")
 
 
 @pytest.mark.sm80
 def test_strip_beats_base_w2_on_larger_layer(gpu_perf: Any, layer_data: Callable[[str], LayerData]) -> None:
     """The note's problem 2: reusing each loaded weight for several words cuts L1<->L2 re-reads."""
-    arch = gpu_perf.device.arch
-    data = layer_data("layer1")
-    gpu_perf.assert_speedup(
-        qkv_variant("qkv_strip_w2", data, arch),
-        qkv_variant("qkv_base_w2", data, arch),
-        at_least=margin(arch, "qkv_strip_w2_vs_qkv_base_w2/layer1"),
-    )
+    assert_gate(gpu_perf, layer_data("layer1"), "qkv_strip_w2", "qkv_base_w2")
 
 
 @pytest.mark.sm80

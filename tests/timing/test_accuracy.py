@@ -3,8 +3,10 @@
 The bar comes from ../shared/ANCHORS.md (peers measured on an H200): within 5% of
 graph-replay truth at ~2 µs and within 2% at 10 µs and above; the issue asks for 3% at
 both a <10 µs and a >100 µs kernel. "Truth" here is computed by this file's own code:
-a graph of 200 back-to-back launches replayed 30 times (hot), or a graph of
-(L2 flush, launch) pairs minus a graph of flushes alone (cold).
+a graph of 200 back-to-back launches replayed 30 times (hot, or cold by cycling input
+copies that cover 3x L2), or a graph of (L2 flush, launch) pairs minus a graph of flushes
+alone (cold). The engine decides by itself how to make the 100 µs kernel cold (it moves
+more than 4x L2, so it needs no flush); the truth still flushes.
 """
 from __future__ import annotations
 
@@ -20,17 +22,33 @@ SIZES = {"2us": 1 << 18, "10us": 1 << 22, "100us": 3 << 24}
 TOLERANCE = {"2us": 0.05, "10us": 0.02, "100us": 0.02}
 
 
-def _axpb(n: int) -> tuple[Callable[[], Any], int]:
+def _axpb(n: int, copies: int = 1) -> tuple[list[Callable[[], Any]], int]:
+    """Launches of y = 1.5 x + 0.25 over ``copies`` distinct buffer pairs, and the bytes one moves."""
     import cupy
 
-    x = cupy.random.default_rng(1).standard_normal(n, dtype=cupy.float32)
-    y = cupy.empty_like(x)
     kernel = cupy.ElementwiseKernel("float32 x", "float32 y", "y = 1.5f * x + 0.25f", "gpuperf_axpb")
+    rng = cupy.random.default_rng(1)
+    launches = []
+    for _ in range(copies):
+        x = rng.standard_normal(n, dtype=cupy.float32)
+        y = cupy.empty_like(x)
+        launches.append(lambda x=x, y=y: kernel(x, y))
+    return launches, 8 * n
 
-    def launch() -> None:
-        kernel(x, y)
 
-    return launch, 8 * n
+def _variant(size: str, cache: str, l2_bytes: int) -> tuple[Variant, Callable[[], Any]]:
+    """The kernel as a Variant; a small one rotates enough copies to cover 3x L2 when cold."""
+    n = SIZES[size]
+    copies = max(1, -(-3 * l2_bytes // (8 * n))) if cache == "cold" and 8 * n < l2_bytes else 1
+    launches, nbytes = _axpb(n, copies)
+    turn = [0]
+
+    def cycle() -> None:
+        launches[turn[0] % len(launches)]()
+        turn[0] += 1
+
+    rotations = tuple(launches) if copies > 1 else ()
+    return Variant(f"axpb-{size}", launches[0], bytes=nbytes, cache=cache, rotations=rotations), cycle
 
 
 def graph_truth(launch: Callable[[], Any], l2_bytes: int, cold: bool, launches: int = 200, replays: int = 30) -> float:
@@ -72,9 +90,11 @@ def graph_truth(launch: Callable[[], Any], l2_bytes: int, cold: bool, launches: 
 @pytest.mark.parametrize("cache", ["hot", "cold"])
 @pytest.mark.parametrize("size", list(SIZES))
 def test_median_matches_independent_graph_replay(gpu_perf: Any, size: str, cache: str) -> None:
-    launch, nbytes = _axpb(SIZES[size])
-    m = gpu_perf.measure(Variant(f"axpb-{size}", launch, bytes=nbytes, cache=cache), check_baseline=False)
-    truth = graph_truth(launch, gpu_perf.device.l2_bytes, cold=cache == "cold")
+    """Cold truth: rotated copies for the L2-resident size, flush subtraction for the others."""
+    variant, cycle = _variant(size, cache, gpu_perf.device.l2_bytes)
+    m = gpu_perf.measure(variant, check_baseline=False)
+    rotated = bool(variant.rotations)
+    truth = graph_truth(cycle, gpu_perf.device.l2_bytes, cold=cache == "cold" and not rotated)
     error = m.median_s / truth - 1.0
     gpu_perf.record(f"error_vs_graph_truth[{size},{cache}]", error)
     gpu_perf.record(f"graph_truth_us[{size},{cache}]", truth * 1e6, "us")
@@ -85,7 +105,7 @@ def test_median_matches_independent_graph_replay(gpu_perf: Any, size: str, cache
 @pytest.mark.parametrize("size", list(SIZES))
 def test_repeated_medians_are_stable(gpu_perf: Any, size: str) -> None:
     """Run-to-run spread of the reported median (ANCHORS: <= 2% at 2 µs, <= 0.5% at 10 µs and above)."""
-    launch, nbytes = _axpb(SIZES[size])
+    (launch,), nbytes = _axpb(SIZES[size])
     medians = [gpu_perf.measure(Variant(f"axpb-{size}-r{i}", launch, cache="hot"), check_baseline=False).median_s for i in range(8)]
     spread = (max(medians) - min(medians)) / statistics.median(medians)
     gpu_perf.record(f"repeat_spread[{size}]", spread)
@@ -96,7 +116,6 @@ def test_repeated_medians_are_stable(gpu_perf: Any, size: str) -> None:
 @pytest.mark.parametrize("repeat", range(10))
 def test_a_a_comparison_passes(gpu_perf: Any, cache: str, repeat: int) -> None:
     """A kernel against itself: the speedup interval must sit inside [0.98, 1.02]."""
-    launch, nbytes = _axpb(SIZES["2us"])
-    k = Variant("axpb-2us", launch, bytes=nbytes, cache=cache)
+    k, _ = _variant("2us", cache, gpu_perf.device.l2_bytes)
     c = gpu_perf.assert_speedup(k, k, at_least=0.98)
     assert c.ci_high <= 1.02
