@@ -87,8 +87,8 @@ def assert_close(
         raise AssertionError(f"{name}: relative L2 error {err:.3e} exceeds the tolerance {max_rel_l2:.1e}")
     if atol is not None:
         finite = np.isfinite(e)
-        excess = np.abs(a - e) - (atol + rtol * np.abs(e))
-        excess[~finite] = -1.0
+        excess = np.full(e.shape, -1.0)
+        excess[finite] = np.abs(a[finite] - e[finite]) - (atol + rtol * np.abs(e[finite]))
         if (excess > 0).any():
             worst = np.unravel_index(int(np.argmax(excess)), e.shape)
             raise AssertionError(

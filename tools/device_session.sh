@@ -55,7 +55,7 @@ step_sweeps() {
 step_correctness() { run_pytest correctness ${FAMILIES:-tests/merge_attn_states tests/qkv tests/cluster_reduce tests/gemm_schedules}; }
 step_perf() { run_pytest perf ${FAMILIES:-tests} --gpu-perf; }
 step_update() { run_pytest update ${FAMILIES:-tests} --gpu-perf --gpu-perf-update-baselines; }
-step_megakernel() { SWEEP_FAMILIES=megakernel step_sweeps; }
+step_megakernel() { run_pytest mk_correctness tests/megakernel; SWEEP_FAMILIES=megakernel SWEEP_TIMEOUT=240 step_sweeps; }
 
 setup
 for s in "$@"; do "step_$s"; done

@@ -53,7 +53,7 @@ CONFIGS: dict[str, GemmConfig] = {c.name: c for c in _ALL}
 # (2026-11-21, 8192^3, default tile-scheduler settings): no alternative build was faster.
 # cooperative_128x256x64_c2x1 tied (1667.9 us vs 1671.0 us; its raster/swizzle not swept);
 # cooperative c1x2 1689.8 us; pingpong c1x2 1830.0 us and c1x1 2083.5 us vs c2x1 1873.3 us
-# (c1x2's 2% lead is under what raster/swizzle alone gives c2x1: 1682.2 us, see PERF_LAUNCH).
+# (c1x2's 2.4% lead is under what raster/swizzle alone gives c2x1: 1682.2 us, see PERF_LAUNCH).
 VARIANTS: dict[str, str] = {
     "pingpong": "pingpong_128x128x64_c2x1",
     "cooperative": "cooperative_256x128x64_c2x1",
@@ -88,8 +88,9 @@ PERF_SHAPES: dict[str, tuple[int, int, int]] = {
 }
 
 # The launch each perf test uses, per shape and variant; DEFAULT_LAUNCH where a shape is not listed.
-# From sweep.py on an H200 (2026-11-21; separately timed, cold L2), which swept raster x swizzle at
-# 8192^3 only: the other shapes keep the default until a sweep tunes them (sweep.py now does).
+# From sweep.py on an H200 (2026-11-21; each launch timed on its own, back to back: 8192^3 moves over
+# 4x L2), which swept raster x swizzle at 8192^3 only: the other shapes keep the default until a
+# sweep tunes them (sweep.py now does, and prints the entries to change here).
 PERF_LAUNCH: dict[str, dict[str, Launch]] = {
     "square8192": {
         # 1614.0 us [1613.0, 1628.7] = 681 TFLOP/s, 1.002 of cuBLAS (1616.6 us); along_n/swz4 tied
