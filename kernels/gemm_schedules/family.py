@@ -88,9 +88,9 @@ PERF_SHAPES: dict[str, tuple[int, int, int]] = {
 }
 
 # The launch each perf test uses, per shape and variant; DEFAULT_LAUNCH where a shape is not listed.
-# From sweep.py on an H200 (2026-11-21; each launch timed on its own, back to back: 8192^3 moves over
-# 4x L2), which swept raster x swizzle at 8192^3 only: the other shapes keep the default until a
-# sweep tunes them (sweep.py now does, and prints the entries to change here).
+# From sweep.py on an H200 (2026-11-21; each launch timed on its own, cold-L2 mode), which swept
+# raster x swizzle at 8192^3 only: the other shapes keep the default until a sweep tunes them
+# (sweep.py now does, and prints the entries to change here).
 PERF_LAUNCH: dict[str, dict[str, Launch]] = {
     "square8192": {
         # 1614.0 us [1613.0, 1628.7] = 681 TFLOP/s, 1.002 of cuBLAS (1616.6 us); along_n/swz4 tied

@@ -28,6 +28,7 @@ class SamplingPolicy:
     budget_s: float = 1.0  # per measurement (per pair for comparisons), wall/device seconds
     extension_budget_s: float = 2.0  # extra time an undecided speedup claim may take
     min_samples: int = 30
+    min_time_s: float = 0.1  # sample at least this long, so a transient cannot make the whole median
     max_samples: int = 4000
     round_size: int = 10
     target_sample_s: float = 1e-3  # one sample = one graph replay of about this long
@@ -82,10 +83,11 @@ def _sample(
             acc.extend(new)
         run.observe(backend.clock_state())
         n = len(run.samples[0])
-        if n >= policy.min_samples and converged(run.samples):
+        elapsed = backend.now() - start
+        if n >= policy.min_samples and elapsed >= min(policy.min_time_s, budget_s) and converged(run.samples):
             run.stop_reason = "converged"
             return run
-        if backend.now() - start >= budget_s:
+        if elapsed >= budget_s:
             run.stop_reason = "budget"
             return run
         if n >= policy.max_samples:
