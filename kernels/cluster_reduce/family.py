@@ -151,32 +151,49 @@ PERF_CASES: tuple[PerfCase, ...] = (
     + _cases("dsmem_split_v8_vs_dsmem_v8", ("linear",), ("waves",))
 )
 
-# None = not yet measured: the perf test measures and records the ratio without gating.
-# Margins will come from the interleaved perf tests on the GPU, not from the sweep. The
-# comments give the sweep's ratio of separately timed medians (cold L2, H200, 2026-11-21)
-# at the PERF_THREADS block sizes; "@512" marks FFN ratios taken at 512 threads for both.
+# Margins gated by the perf tests, per architecture. Each sm90 margin comes from the interleaved
+# A/B measurement of that exact test (`pytest tests/cluster_reduce --gpu-perf
+# --gpu-perf-update-baselines` on an NVIDIA H200, 132 SMs, 2026-11-21, cold L2, PERF_THREADS block
+# sizes; measurements/2026-11-21-h200-session3/perf-update-report.json), by the project's rule
+# margin = floor(100 * 0.95 * ci_low) / 100: 5% headroom below the lower end of the measured 99.5%
+# interval of t(second variant) / t(first variant). A test passes when the lower end of its own
+# interval is at least the margin, fails when the upper end is below it.
+# Not from the sweep (separately timed medians, and FFN at 512 threads only): see the README.
+# A margin of 1.00 or below asserts the measured ordering only up to the headroom: 1.00 = the first
+# variant is not slower; 0.99 = the first variant is at most ~1% slower.
+# None = not measured on that architecture: the perf test measures and records the ratio only.
 SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
     "sm90": {
-        "dsmem_vs_baseline/linear/one_cluster": None,  # sweep 1.142 (7.85 -> 6.87 us)
-        "dsmem_vs_baseline/linear/fill": None,  # sweep 1.108 (9.26 -> 8.36 us)
-        "dsmem_vs_baseline/ffn/one_cluster": None,  # sweep @512 1.187 (12.08 -> 10.17 us)
-        "dsmem_vs_baseline/ffn/fill": None,  # sweep @512 1.173 (13.71 -> 11.69 us)
-        "baseline_vs_dsmem/linear/waves": None,  # sweep 1.064 (76.14 -> 71.58 us)
-        "baseline_vs_dsmem/ffn/waves": None,  # sweep @512 1.139 (82.95 -> 72.86 us)
-        "baseline_v8_vs_baseline/linear/one_cluster": None,  # sweep 2.032 (7.85 -> 3.86 us)
-        "baseline_v8_vs_baseline/linear/fill": None,  # sweep 1.543 (9.26 -> 6.00 us)
-        "baseline_v8_vs_baseline/linear/waves": None,  # sweep 1.561 (71.58 -> 45.85 us)
-        "baseline_v8_vs_dsmem_v8/linear/one_cluster": None,  # sweep 1.116 (4.31 -> 3.86 us)
-        "baseline_v8_vs_dsmem_v8/linear/fill": None,  # sweep 1.075 (6.45 -> 6.00 us)
-        "baseline_v8_vs_dsmem_v8/linear/waves": None,  # sweep 1.144 (52.45 -> 45.85 us)
-        "baseline_v8_vs_dsmem_v8/ffn/waves": None,  # sweep @512 1.095 (55.22 -> 50.41 us)
-        "baseline_v8_vs_dsmem_split_v8/linear/one_cluster": None,  # sweep 1.092 (4.22 -> 3.86 us)
-        "baseline_v8_vs_dsmem_split_v8/linear/fill": None,  # sweep 1.068 (6.41 -> 6.00 us)
-        "baseline_v8_vs_dsmem_split_v8/linear/waves": None,  # sweep 1.081 (49.58 -> 45.85 us)
-        "baseline_v8_vs_dsmem_split_v8/ffn/waves": None,  # sweep @512 0.996 (50.19 -> 50.41 us): a tie
-        "dsmem_split_v8_vs_dsmem_v8/linear/waves": None,  # sweep 1.058 (52.45 -> 49.58 us)
+        # The note's claim, where the issue asks for it: DSMEM faster than the global re-read.
+        "dsmem_vs_baseline/linear/one_cluster": 1.08,  # measured 1.1466x [1.1404, 1.1516] (H200, 2026-11-21)
+        "dsmem_vs_baseline/linear/fill": 1.04,  # measured 1.1098x [1.1037, 1.1132] (H200, 2026-11-21)
+        "dsmem_vs_baseline/ffn/one_cluster": 1.08,  # measured 1.1447x [1.1393, 1.1498] (H200, 2026-11-21)
+        "dsmem_vs_baseline/ffn/fill": 1.05,  # measured 1.1123x [1.1065, 1.1174] (H200, 2026-11-21)
+        # The note's claim does not hold at 16 blocks per SM: these gates (1.00) claim that dsmem is
+        # not faster than baseline there, i.e. the claim stays false; they do not claim baseline wins by 5%.
+        "baseline_vs_dsmem/linear/waves": 1.00,  # measured 1.0580x [1.0528, 1.0613] (H200, 2026-11-21); claims dsmem not faster
+        "baseline_vs_dsmem/ffn/waves": 1.00,  # measured 1.0626x [1.0551, 1.0641] (H200, 2026-11-21); claims dsmem not faster
+        "baseline_v8_vs_baseline/linear/one_cluster": 1.93,  # measured 2.0473x [2.0356, 2.0564] (H200, 2026-11-21)
+        "baseline_v8_vs_baseline/linear/fill": 1.45,  # measured 1.5433x [1.5366, 1.5503] (H200, 2026-11-21)
+        "baseline_v8_vs_baseline/linear/waves": 1.48,  # measured 1.5713x [1.5624, 1.5762] (H200, 2026-11-21)
+        "baseline_v8_vs_dsmem_v8/linear/one_cluster": 1.05,  # measured 1.1196x [1.1105, 1.1271] (H200, 2026-11-21)
+        "baseline_v8_vs_dsmem_v8/linear/fill": 1.01,  # measured 1.0763x [1.0726, 1.0827] (H200, 2026-11-21)
+        "baseline_v8_vs_dsmem_v8/linear/waves": 1.07,  # measured 1.1363x [1.1298, 1.1402] (H200, 2026-11-21)
+        "baseline_v8_vs_dsmem_v8/ffn/waves": 1.04,  # measured 1.1085x [1.1051, 1.1119] (H200, 2026-11-21)
+        "baseline_v8_vs_dsmem_split_v8/linear/one_cluster": 1.03,  # measured 1.0984x [1.0882, 1.1077] (H200, 2026-11-21)
+        "baseline_v8_vs_dsmem_split_v8/linear/fill": 1.01,  # measured 1.0768x [1.0718, 1.0821] (H200, 2026-11-21)
+        "baseline_v8_vs_dsmem_split_v8/linear/waves": 1.02,  # measured 1.0846x [1.0793, 1.0874] (H200, 2026-11-21)
+        # Not the sweep's tie (0.996x, both at 512 threads): at the perf block sizes (256) baseline_v8 wins.
+        "baseline_v8_vs_dsmem_split_v8/ffn/waves": 1.03,  # measured 1.0880x [1.0850, 1.0920] (H200, 2026-11-21)
+        # Gate below 1: the rule gives 0.99, so this claims only that dsmem_split_v8 is at most ~1% slower
+        # than dsmem_v8 at waves (it measured 5.4% faster; a regression to a tie would still pass).
+        "dsmem_split_v8_vs_dsmem_v8/linear/waves": 0.99,  # measured 1.0536x [1.0486, 1.0579] (H200, 2026-11-21); claims split >= 0.99x of dsmem_v8
     },
 }
+
+# Comparisons in SPEEDUP_MARGINS deliberately left ungated (None) on an architecture, with the
+# reason; a CPU test requires every other sm90 margin to be set. Empty: all 18 are gated on sm90.
+UNGATED: dict[str, dict[str, str]] = {"sm90": {}}
 
 
 def speedup_margin(arch: str, key: str) -> float | None:

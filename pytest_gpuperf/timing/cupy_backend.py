@@ -31,6 +31,9 @@ from pytest_gpuperf.timing.backend import Prepared
 from pytest_gpuperf.timing.nvml import ClockMonitor
 
 MAX_BATCH = 2048
+STREAM_CHECK_LAUNCHES = 3
+ESCAPE_MIN_S = 200e-6  # a device-wide synchronize itself costs tens of microseconds
+ESCAPE_FRACTION = 0.5
 COLD_BY_SIZE = 4  # launches moving this many times the L2 size find nothing of theirs left in it
 WARMUP_LAUNCHES = 3
 ESTIMATE_LAUNCHES = 10
@@ -109,6 +112,7 @@ class CupyBackend:
             except Exception as exc:
                 raise GpuPerfError(f"variant {variant.name!r} raised during warm-up: {exc}") from exc
             self._sync(f"warming up variant {variant.name!r}")
+            self._check_stream(launch, variant.name)
             per_launch = self._timed(launch, ESTIMATE_LAUNCHES)
             flush_s = self._timed(self._flush, 3) if flush else 0.0
             self._sync(f"estimating the time of variant {variant.name!r}")
@@ -125,6 +129,35 @@ class CupyBackend:
                 self._sync(f"recovering from a failed capture of variant {variant.name!r}")
             self._warm(segments, warmup_s)
         return Prepared(variant=variant, mode=cache, method=method, batch=batch, notes=notes, state=segments)
+
+    def _check_stream(self, launch: Callable[[], Any], name: str) -> None:
+        """Fail when the callable's work runs on another stream than the current one.
+
+        Events on the timing stream bracket only work enqueued on it. Work sent elsewhere
+        (a library handle bound to another stream, say) is not timed, piles up, and runs
+        concurrently with later measurements. It shows as device work still running after
+        the timing stream has drained.
+        """
+        import time
+
+        cp = self._cp
+        cp.cuda.runtime.deviceSynchronize()
+        end = cp.cuda.Event()
+        t0 = time.perf_counter()
+        for _ in range(STREAM_CHECK_LAUNCHES):
+            launch()
+        end.record(self._stream)
+        end.synchronize()
+        stream_s = time.perf_counter() - t0
+        cp.cuda.runtime.deviceSynchronize()
+        device_s = time.perf_counter() - t0
+        if escaped_work(stream_s, device_s):
+            raise GpuPerfError(
+                f"variant {name!r}: its GPU work does not run on the current CuPy stream: the device stayed busy "
+                f"{1e3 * (device_s - stream_s):.2f} ms after the timing stream drained ({1e3 * stream_s:.2f} ms). "
+                "Enqueue everything on cupy.cuda.get_current_stream() (e.g. bind cuBLAS/cuDNN handles to it at "
+                "each call, pass its .ptr to ctypes launches, run torch under torch.cuda.ExternalStream)."
+            )
 
     def _cold_strategy(self, variant: Variant, cache: CacheMode) -> tuple[Callable[[], Any], bool, list[str]]:
         """How a launch is made cold: rotate input copies, flush L2, or nothing when the data cannot fit."""
@@ -241,6 +274,11 @@ class CupyBackend:
 
     def release(self, prepared: Prepared) -> None:
         prepared.state = None
+
+
+def escaped_work(stream_s: float, device_s: float) -> bool:
+    """True when the device kept working well after the timing stream finished (work on another stream)."""
+    return device_s - stream_s > max(ESCAPE_MIN_S, ESCAPE_FRACTION * stream_s)
 
 
 def _repeat(fn: Callable[[], Any], times: int) -> None:

@@ -1,6 +1,7 @@
 """CPU checks of the cluster_reduce reference, the argument checks and the family tables (no GPU)."""
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -15,6 +16,7 @@ from kernels.cluster_reduce.family import (
     SOURCE,
     SPEEDUP_MARGINS,
     STAGES,
+    UNGATED,
     VARIANTS,
     margin_key,
 )
@@ -151,3 +153,36 @@ def test_tables_are_consistent() -> None:
         for variant, count in threads.items():
             check_arguments(variant, "linear", n_elements=2 * 16384, size=16384, threads=count)
     assert PERF_GRIDS["one_cluster"](132) == 1 and PERF_GRIDS["fill"](132) == 66
+
+
+def test_every_sm90_comparison_is_gated() -> None:
+    """Every perf comparison has a measured sm90 margin, unless UNGATED says why not."""
+    margins = SPEEDUP_MARGINS["sm90"]
+    ungated = UNGATED.get("sm90", {})
+    ids = {case.id for case in PERF_CASES}
+    assert set(ungated) <= ids, f"UNGATED names unknown cases: {sorted(set(ungated) - ids)}"
+    for key, reason in ungated.items():
+        assert margins[key] is None, f"{key} is listed as ungated but has margin {margins[key]}"
+        assert reason.strip(), f"{key}: an ungated comparison needs a reason"
+    missing = sorted(key for key in ids - set(ungated) if margins.get(key) is None)
+    assert not missing, f"sm90 comparisons without a margin and without a documented reason: {missing}"
+    for key, margin in margins.items():
+        assert margin is None or 0.5 < margin < 5.0, f"{key}: implausible margin {margin}"
+
+
+def test_sm90_margins_follow_the_rule_from_their_comments() -> None:
+    """Each sm90 margin line cites its interleaved measurement, and the margin is
+    floor(100 * 0.95 * ci_low) / 100 of the cited interval (the project's rule)."""
+    line = re.compile(
+        r'^\s*"(?P<key>[^"]+)": (?P<margin>[0-9.]+),\s*# measured (?P<speedup>[0-9.]+)x '
+        r"\[(?P<low>[0-9.]+), (?P<high>[0-9.]+)\] \(H200, 2026-11-21\)"
+    )
+    text = SOURCE.with_name("family.py").read_text()
+    cited = {m["key"]: m for m in map(line.match, text.splitlines()) if m}
+    gated = {key: margin for key, margin in SPEEDUP_MARGINS["sm90"].items() if margin is not None}
+    assert set(cited) == set(gated)
+    for key, m in cited.items():
+        low, speedup, high = float(m["low"]), float(m["speedup"]), float(m["high"])
+        assert low <= speedup <= high, key
+        assert float(m["margin"]) == gated[key], key
+        assert gated[key] == math.floor(round(100 * 0.95 * low, 6)) / 100, key
