@@ -181,6 +181,9 @@ class GemmPlan:
             raise GemmError(f"{library.config.name}: {library.last_error()}")
         self._workspace = cupy.empty(max(int(size.value), 1), dtype=cupy.uint8)
         handle = ctypes.c_void_p(None)
+        # initialize() could enqueue workspace setup on this stream; for the data-parallel
+        # persistent scheduler used here the workspace is 0 bytes and it enqueues nothing.
+        # The kernel itself goes to whatever stream is current at each launch().
         stream = cupy.cuda.get_current_stream().ptr
         status = self._lib.gemm_plan_create(
             m, n, k, a.data.ptr, bt.data.ptr, out.data.ptr, self._workspace.data.ptr,
@@ -235,6 +238,7 @@ class CublasGemm:
     """
 
     def __init__(self, a: Any, bt: Any, out: Any) -> None:
+        import cupy
         import numpy as np
         from cupy.cuda import cublas, device
 
@@ -243,6 +247,10 @@ class CublasGemm:
         self._arrays = (a, bt, out)
         self._scalars = np.array([1.0, 0.0], dtype=np.float32)  # alpha, beta (host pointer mode)
         self._gemm_ex = cublas.gemmEx
+        self._set_stream = cublas.setStream
+        self._current_stream = cupy.cuda.get_current_stream
+        # CuPy's handle of this thread and device. A cuBLAS handle carries a stream, and whichever
+        # stream it was last set to is where its calls run, so launch() sets it on every call.
         self._handle = device.get_cublas_handle()
         alpha = self._scalars.ctypes.data
         self._args = (
@@ -254,5 +262,13 @@ class CublasGemm:
         )  # fmt: skip
 
     def launch(self) -> None:
-        """Enqueue cublasGemmEx on the current CuPy stream (CuPy binds the handle to it)."""
+        """Enqueue cublasGemmEx on the stream current at this call (``cupy.cuda.get_current_stream()``).
+
+        The handle is bound to that stream here, on every call, rather than trusting the binding
+        it was created or last used with. (CuPy 14.2's ``gemmEx`` also rebinds it to the current
+        stream internally; this does not depend on that.) While that stream is capturing a CUDA
+        graph, CuPy's ``setStream`` raises NotImplementedError, so the timing engine falls back to
+        events around eager launches.
+        """
+        self._set_stream(self._handle, self._current_stream().ptr)
         self._gemm_ex(*self._args)

@@ -8,6 +8,27 @@ from kernels.gemm_schedules.family import gemm_bytes, gemm_flops
 from kernels.gemm_schedules.launch import CublasGemm, GemmLibrary, GemmPlan
 from kernels.gemm_schedules.reference import make_inputs
 
+# A device-wide synchronize right after a measurement waits for nothing the engine timed (it has
+# already waited for its own stream) and costs tens of microseconds on an idle GPU. Waiting longer
+# means work was left running on another stream: untimed, and overlapping whatever runs next.
+ESCAPED_WORK_LIMIT_S = 5e-3
+
+
+def drain_device() -> float:
+    """Seconds a device-wide synchronize waits (call it right after a measurement returns).
+
+    A guard for the session-3 failure: cuBLAS calls enqueued on a stream the timing events did not
+    bracket ran concurrently with the next measurements. Partial: work that already drained while the
+    engine was still sampling is not seen. It also drains, so the next measurement starts on an idle GPU.
+    """
+    import time
+
+    import cupy
+
+    start = time.perf_counter()
+    cupy.cuda.runtime.deviceSynchronize()
+    return time.perf_counter() - start
+
 
 @dataclasses.dataclass
 class GemmProblem:

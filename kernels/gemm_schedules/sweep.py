@@ -13,7 +13,9 @@
 5. writes every figure to --out as JSON.
 
 Every timing is separate (not interleaved with its comparand) with a cold L2: a lead for choosing
-configurations, not a gate margin. About 140 timings; under 90 s of device time.
+configurations, not a gate margin. After each timing a device-wide synchronize checks that nothing
+is still running on another stream (problem.drain_device); rows where something was are marked
+``escaped_work`` and make the exit status 1. About 140 timings; under 90 s of device time.
 """
 from __future__ import annotations
 
@@ -104,8 +106,16 @@ def _time(name: str, shape_name: str, problem: Any, launch: Callable[[], None], 
     from pytest_gpuperf.bench import time_callable
     from pytest_gpuperf.timing.sampler import SamplingPolicy
 
+    from kernels.gemm_schedules.problem import ESCAPED_WORK_LIMIT_S, drain_device
+
     policy = SamplingPolicy(budget_s=TIMING_BUDGET_S)
     m = time_callable(launch, name=name, cache="cold", bytes=problem.bytes, flops=problem.flops, policy=policy)
+    busy_after_s = drain_device()  # also keeps escaped work out of the next row
+    if busy_after_s > ESCAPED_WORK_LIMIT_S:
+        print(
+            f"INVALID {shape_name} {name}: the GPU stayed busy {1e3 * busy_after_s:.1f} ms after the timing "
+            "stream drained (work escaped the timing stream; this row is not valid)"
+        )
     return {
         "variant": name,
         "shape_name": shape_name,
@@ -115,6 +125,8 @@ def _time(name: str, shape_name: str, problem: Any, launch: Callable[[], None], 
         "ci_high_us": m.ci_high_s * 1e6,
         "tflops": problem.flops / m.median_s / 1e12,
         "gbps": problem.bytes / m.median_s / 1e9,
+        "busy_after_ms": busy_after_s * 1e3,
+        "escaped_work": busy_after_s > ESCAPED_WORK_LIMIT_S,
         **extra,
     }
 
@@ -297,11 +309,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     report["timings"] = time_all(timed, args.tune_shapes)
     print(f"timings: {len(report['timings'])} in {time.perf_counter() - start:.0f} s wall")
+    escaped = [r for r in report["timings"] if r["escaped_work"]]
+    if escaped:
+        print(f"INVALID: {len(escaped)} timings left work running on another stream (rows marked escaped_work)")
     report["summary"] = summarize(report["timings"])
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)
     print(f"wrote {args.out}")
-    return 1 if failed or len(libraries) < len(CONFIGS) else 0
+    return 1 if failed or escaped or len(libraries) < len(CONFIGS) else 0
 
 
 if __name__ == "__main__":

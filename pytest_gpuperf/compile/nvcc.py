@@ -40,7 +40,9 @@ __all__ = [
     "DEFAULT_FLAGS",
     "build_shared_library",
     "default_cache_dir",
+    "find_cuobjdump",
     "find_nvcc",
+    "find_nvdisasm",
     "nvcc_version",
     "parse_perf_warnings",
 ]
@@ -135,6 +137,60 @@ def find_nvcc() -> Path:
 
 def _is_executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
+
+
+# cuobjdump and nvdisasm: `cuobjdump -sass` runs nvdisasm, which ships in its own wheel.
+_BINUTILS_WHEELS = {
+    "cuobjdump": ("nvidia-cuda-cuobjdump", ("cu13/bin/cuobjdump", "cuda_cuobjdump/bin/cuobjdump")),
+    "nvdisasm": ("nvidia-cuda-nvdisasm", ("cu13/bin/nvdisasm", "cuda_nvdisasm/bin/nvdisasm")),
+}
+
+
+def _find_binutil(tool: str) -> Path:
+    wheel, layouts = _BINUTILS_WHEELS[tool]
+    tried: list[str] = []
+    cuda_home = os.environ.get("CUDA_HOME")
+    if cuda_home:
+        candidate = Path(cuda_home) / "bin" / tool
+        if _is_executable(candidate):
+            return candidate
+        tried.append(f"$CUDA_HOME/bin/{tool} ({candidate})")
+    else:
+        tried.append("$CUDA_HOME (not set)")
+    for root in _nvidia_roots():
+        for rel in layouts:
+            if _is_executable(root / rel):
+                return root / rel
+    tried.append(f"the {wheel} pip wheel ({', '.join('nvidia/' + rel for rel in layouts)})")
+    on_path = shutil.which(tool)
+    if on_path:
+        return Path(on_path)
+    tried.append("PATH")
+    raise NvccNotFound(
+        f"{tool} not found; looked in {', '.join(tried)}. `pip install {wheel}` (or the `compile` "
+        "extra of pytest-gpuperf), or install the CUDA toolkit and set CUDA_HOME."
+    )
+
+
+def _nvidia_roots() -> list[Path]:
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [Path(root) for root in spec.submodule_search_locations]
+
+
+def find_cuobjdump() -> Path:
+    """Return the cuobjdump to use: ``$CUDA_HOME/bin``, the ``nvidia-cuda-cuobjdump`` wheel, ``PATH``."""
+    return _find_binutil("cuobjdump")
+
+
+def find_nvdisasm() -> Path:
+    """Return the nvdisasm that ``cuobjdump -sass`` needs, searched like :func:`find_cuobjdump`
+    (its wheel is ``nvidia-cuda-nvdisasm``)."""
+    return _find_binutil("nvdisasm")
 
 
 @functools.cache

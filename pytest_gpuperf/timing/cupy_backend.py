@@ -92,10 +92,13 @@ class CupyBackend:
         try:
             body()
         except BaseException:
+            # Ending the capture returns the stream to normal use. The stream is kept: it is
+            # the current stream of the caller's `with` block, and swapping it here once sent
+            # the warm-up's launches to one stream and its events to another.
             try:
                 self._stream.end_capture()
-            finally:
-                self._stream = self._cp.cuda.Stream(non_blocking=True)
+            except Exception:
+                pass
             raise
         graph = self._stream.end_capture()
         if hasattr(graph, "upload"):
@@ -157,6 +160,20 @@ class CupyBackend:
                 f"{1e3 * (device_s - stream_s):.2f} ms after the timing stream drained ({1e3 * stream_s:.2f} ms). "
                 "Enqueue everything on cupy.cuda.get_current_stream() (e.g. bind cuBLAS/cuDNN handles to it at "
                 "each call, pass its .ptr to ctypes launches, run torch under torch.cuda.ExternalStream)."
+            )
+
+    def _check_drained(self, prepared: Sequence[Prepared]) -> None:
+        """After a round, nothing may still run elsewhere on the device (see ``_check_stream``)."""
+        import time
+
+        t0 = time.perf_counter()
+        self._cp.cuda.runtime.deviceSynchronize()
+        busy = time.perf_counter() - t0
+        if busy > ESCAPE_MIN_S * 5:
+            names = ", ".join(repr(p.variant.name) for p in prepared)
+            raise GpuPerfError(
+                f"timing {names}: the device stayed busy {1e3 * busy:.2f} ms after the timing stream drained; "
+                "some work runs on another stream and would overlap later measurements"
             )
 
     def _cold_strategy(self, variant: Variant, cache: CacheMode) -> tuple[Callable[[], Any], bool, list[str]]:
@@ -243,6 +260,9 @@ class CupyBackend:
                     seg.run()
                     end.record(self._stream)
                 events[-1][1].synchronize()
+                self._check_drained(prepared)
+            except GpuPerfError:
+                raise
             except Exception as exc:
                 names = ", ".join(repr(p.variant.name) for p in prepared)
                 raise GpuPerfError(f"CUDA error while timing {names}: {exc}") from exc

@@ -1,0 +1,930 @@
+"""The compile-time tier: build CUDA modules with nvcc, no GPU needed, and gate what ptxas reports.
+
+For each :class:`CudaModule` and target architecture this module
+
+* compiles the source to a cubin with nvcc, instantiating templates exactly as NVRTC would: a
+  generated wrapper ``#include``s the source and takes the address of every name expression
+  (``static void* const ...[] = {(void*)&merge<__half, 128, true>, ...}``), so the same
+  instantiations exist with the same options (``shared_library=True`` modules are built through
+  :func:`~pytest_gpuperf.compile.nvcc.build_shared_library` instead, sharing its cache entry with
+  the library the tests load, so a CUTLASS GEMM is never built twice);
+* parses ``ptxas -v``: registers, spill stores and loads, static shared memory and stack frame
+  per kernel, plus ptxas performance warnings (C75xx, e.g. C7510 "wgmma serialized");
+* disassembles the binary with ``cuobjdump -sass`` to check the machine-code facts an
+  optimisation depends on (``LDG.E.128`` in a vectorized kernel, ``HGMMA`` in a Hopper GEMM);
+* compares the resources with budgets stored beside the perf baselines,
+  ``<baselines>/static/<module or group>.json``, and re-records them under
+  ``--gpu-perf-update-baselines``.
+
+Compiles are cached by content (source, headers beside and below it, include trees, options,
+name expressions, architecture, ``nvcc --version``) under ``$GPU_PERF_CACHE_DIR/static``, and
+disassemblies by the binary's bytes and the disassembler's version, so a warm run costs a hash
+and a file read per module.
+
+nvcc and NVRTC share the front end and ptxas, so registers and instructions match what the tests
+load through CuPy up to the toolkit version; a difference in minor versions can move a register
+count, which is why budgets record the nvcc that produced them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import functools
+import hashlib
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from pytest_gpuperf.compile import nvcc as _nvcc
+from pytest_gpuperf.compile.nvcc import NvccBuildError, NvccNotFound
+from pytest_gpuperf.errors import BaselineFileError
+from pytest_gpuperf.files import atomic_write_json
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pytest_gpuperf.session import GpuPerfSession
+
+__all__ = [
+    "BUDGET_FIELDS",
+    "BUDGET_SCHEMA",
+    "Budget",
+    "BudgetStore",
+    "CudaModule",
+    "GpuStatic",
+    "KernelResources",
+    "StaticResult",
+    "ToolchainMissing",
+    "compile_module",
+    "parse_ptxas_resources",
+    "split_sass",
+]
+
+BUDGET_SCHEMA = "pytest-gpuperf/static-budgets/1"
+BUDGET_FIELDS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "stack_bytes")
+BUDGETS_FOLDER = "static"  # under the baselines folder
+LOCK_TIMEOUT_S = 120.0
+BUILD_LOCK_TIMEOUT_S = 3600.0
+_KEY_VERSION = "static-1"  # bump when the wrapper, the command or an entry's layout changes
+_HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inl", ".hxx", ".inc")
+_MAX_KEY_CHARS = 160  # longer demangled names (CUTLASS kernels) are shortened to a stable key
+INSTALL_HINT = (
+    "install the compile extra: pip install 'pytest-gpuperf[compile]' (NVIDIA's nvcc, nvvm, "
+    "cuobjdump and nvdisasm wheels), or set CUDA_HOME to a CUDA toolkit"
+)
+
+
+class ToolchainMissing(RuntimeError):
+    """A tool the tier needs (nvcc, cuobjdump, nvdisasm, a demangler, CUTLASS headers) is missing."""
+
+
+# --------------------------------------------------------------------------------------------
+# What to build
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaModule:
+    """One CUDA source as the tests compile it, and the facts its optimisations depend on.
+
+    ``options`` and ``name_expressions`` are the very ones given to ``load_module`` (NVRTC);
+    ``defines`` (``"NAME"`` or ``"NAME=VALUE"``) are appended as ``-D`` flags. ``sass_facts``
+    maps a kernel-name pattern (a substring of the demangled name; ``*`` and ``?`` wildcards
+    allowed) to regular expressions that must each occur in the SASS of every matching kernel.
+    ``shared_library=True`` builds the source with nvcc's host compiler as
+    :func:`~pytest_gpuperf.compile.nvcc.build_shared_library` does (``options`` are its
+    ``flags``; name expressions are not used). ``include_dirs_from`` names a function
+    ``"package.module:function"`` returning more include folders, called at build time (for
+    headers found at run time, such as CUTLASS's). Budgets are stored in ``<group or name>.json``.
+    """
+
+    name: str
+    source: Path
+    options: tuple[str, ...] = ()
+    name_expressions: tuple[str, ...] = ()
+    archs: tuple[str, ...] = ("sm_80", "sm_90")
+    include_dirs: tuple[Path, ...] = ()
+    defines: tuple[str, ...] = ()
+    sass_facts: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict, hash=False)
+    group: str | None = None
+    shared_library: bool = False
+    include_dirs_from: str | None = None
+    library_name: str | None = None  # file name of a shared library (default: the source's stem)
+
+    def __post_init__(self) -> None:
+        set_ = functools.partial(object.__setattr__, self)
+        set_("source", Path(self.source))
+        set_("options", tuple(self.options))
+        set_("name_expressions", tuple(self.name_expressions))
+        set_("archs", tuple(self.archs))
+        set_("include_dirs", tuple(Path(p) for p in self.include_dirs))
+        set_("defines", tuple(self.defines))
+        facts = {str(k): (v,) if isinstance(v, str) else tuple(v) for k, v in dict(self.sass_facts).items()}
+        for pattern, regexes in facts.items():
+            for regex in regexes:
+                try:
+                    re.compile(regex)
+                except re.error as exc:
+                    raise ValueError(f"CudaModule {self.name!r}: sass_facts[{pattern!r}]: bad regex {regex!r}: {exc}") from None
+        set_("sass_facts", MappingProxyType(facts))
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.budget_file):
+            raise ValueError(f"CudaModule {self.name!r}: group/name must be a file-name-safe word, got {self.budget_file!r}")
+        for arch in self.archs:
+            _nvcc._gencode(arch)  # raises ValueError on a malformed arch
+        if self.shared_library and self.name_expressions:
+            raise ValueError(f"CudaModule {self.name!r}: a shared library instantiates its own templates; drop name_expressions")
+
+    @property
+    def budget_file(self) -> str:
+        return self.group or self.name
+
+    def all_include_dirs(self) -> tuple[Path, ...]:
+        """``include_dirs`` plus those ``include_dirs_from`` returns (raises ToolchainMissing)."""
+        extra: tuple[Path, ...] = ()
+        if self.include_dirs_from:
+            module_name, _, func_name = self.include_dirs_from.partition(":")
+            try:
+                func = getattr(importlib.import_module(module_name), func_name)
+                extra = tuple(Path(p) for p in func())
+            except (ImportError, AttributeError, OSError, RuntimeError) as exc:
+                raise ToolchainMissing(f"include folders of {self.name} ({self.include_dirs_from}): {exc}") from exc
+        return (*self.include_dirs, *extra)
+
+    def flags(self) -> tuple[str, ...]:
+        return (*self.options, *(f"-D{d}" for d in self.defines))
+
+    def wrapper_source(self) -> str:
+        """The generated translation unit: the source, and every name expression instantiated."""
+        lines = [
+            "// Generated by pytest-gpuperf: instantiates the module's NVRTC name expressions.",
+            f'#include "{self.source.resolve().as_posix()}"',
+        ]
+        if self.name_expressions:
+            lines.append("__attribute__((unused)) static void* const gpuperf_instantiations[] = {")
+            lines += [f"    (void*)&{expr}," for expr in self.name_expressions]
+            lines.append("};")
+        return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# What ptxas and cuobjdump say
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelResources:
+    """ptxas's report on one kernel (entry function)."""
+
+    name: str  # the budget key: the demangled name without return type and parameters
+    mangled: str
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    shared_bytes: int  # static shared memory; dynamic shared memory is a launch parameter
+    stack_bytes: int
+    barriers: int = 0
+
+    def budget(self) -> "Budget":
+        return Budget(**{f: getattr(self, f) for f in BUDGET_FIELDS})
+
+
+@dataclasses.dataclass(frozen=True)
+class StaticResult:
+    """One module built for one architecture."""
+
+    module: str
+    arch: str
+    kernels: Mapping[str, KernelResources]  # by budget key
+    perf_warnings: tuple[str, ...]  # C75xx lines and spills, as nvcc.parse_perf_warnings finds them
+    sass: Mapping[str, str]  # mangled name -> its SASS (empty when no disassembly was needed)
+    log: str
+    toolchain: str  # e.g. "nvcc 13.0.88"
+    command: tuple[str, ...]
+    binary: Path
+    cached: bool
+    seconds: float  # wall time of this call: compile (or cache read) and disassembly
+    build_seconds: float | None  # wall time of the compile that produced the binary
+
+    @property
+    def ptxas_warnings(self) -> tuple[str, ...]:
+        """Performance warnings other than spills (spills are judged against the budget)."""
+        return tuple(w for w in self.perf_warnings if not w.startswith("spills in "))
+
+
+_ENTRY_RE = re.compile(r"Compiling entry function '([^']+)'")
+_PROPS_RE = re.compile(r"Function properties for (\S+)")
+_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED_RE = re.compile(r"Used (\d+) registers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+_BARRIERS_RE = re.compile(r"used (\d+) barriers")
+
+
+def parse_ptxas_resources(log: str) -> dict[str, dict[str, int]]:
+    """Per entry function (mangled name): registers, spills, static shared memory, stack frame,
+    barriers, from ``ptxas -v`` output. Spills in non-entry functions (calls that were not
+    inlined) are added to every entry compiled after them, which over-counts rather than hides."""
+    kernels: dict[str, dict[str, int]] = {}
+    frames: dict[str, tuple[int, int, int]] = {}
+    entry: str | None = None
+    props: str | None = None
+    for raw in log.splitlines():
+        line = raw.strip()
+        match = _ENTRY_RE.search(line)
+        if match:
+            entry = match.group(1)
+            kernels.setdefault(entry, dict.fromkeys((*BUDGET_FIELDS, "barriers"), 0))
+            continue
+        match = _PROPS_RE.search(line)
+        if match:
+            props = match.group(1)
+            continue
+        match = _FRAME_RE.search(line)
+        if match and props is not None:
+            frames[props] = (int(match.group(1)), int(match.group(2)), int(match.group(3)))
+            if props in kernels:
+                k = kernels[props]
+                k["stack_bytes"], k["spill_stores"], k["spill_loads"] = frames[props]
+            elif entry is not None:  # a called function's spills count against the kernel
+                k = kernels[entry]
+                k["spill_stores"] += frames[props][1]
+                k["spill_loads"] += frames[props][2]
+            props = None
+            continue
+        match = _USED_RE.search(line)
+        if match and entry is not None:
+            k = kernels[entry]
+            k["registers"] = int(match.group(1))
+            smem = _SMEM_RE.search(line)
+            k["shared_bytes"] = int(smem.group(1)) if smem else 0
+            barriers = _BARRIERS_RE.search(line)
+            k["barriers"] = int(barriers.group(1)) if barriers else 0
+    return kernels
+
+
+_SASS_FUNCTION_RE = re.compile(r"^\s*Function : (\S+)\s*$")
+
+
+def split_sass(text: str) -> dict[str, str]:
+    """``cuobjdump -sass`` output split per function (mangled name -> its instructions)."""
+    functions: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        match = _SASS_FUNCTION_RE.match(line)
+        if match:
+            current = functions.setdefault(match.group(1), [])
+            continue
+        if current is not None:
+            current.append(line)
+    return {name: "\n".join(lines) for name, lines in functions.items()}
+
+
+def short_name(demangled: str) -> str:
+    """``void k<float, 128>(float*, int)`` -> ``k<float, 128>``; long names get a stable hash."""
+    name = demangled.strip()
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            if name[i] == ")":
+                depth += 1
+            elif name[i] == "(":
+                depth -= 1
+                if depth == 0:
+                    name = name[:i]
+                    break
+    if name.startswith("void "):
+        name = name[len("void ") :]
+    name = name.strip()
+    if len(name) > _MAX_KEY_CHARS:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+        name = f"{name[: _MAX_KEY_CHARS - 20]}...#{digest}"
+    return name
+
+
+@functools.cache
+def _demangler() -> str:
+    for tool in ("c++filt", "cu++filt"):  # c++filt first: the same keys on every machine
+        found = shutil.which(tool)
+        if found:
+            return found
+    raise ToolchainMissing("no demangler found (c++filt from binutils, or cu++filt); install binutils")
+
+
+def demangle(names: Sequence[str]) -> dict[str, str]:
+    """Demangle ``names`` with one c++filt call; names that are not mangled come back as they are."""
+    mangled = [n for n in names if n.startswith("_Z")]
+    result = {n: n for n in names}
+    if mangled:
+        done = subprocess.run(
+            [_demangler()], input="\n".join(mangled) + "\n", capture_output=True, text=True, timeout=120
+        )
+        out = done.stdout.splitlines()
+        if done.returncode != 0 or len(out) != len(mangled):
+            raise ToolchainMissing(f"{_demangler()} failed ({done.returncode}): {done.stderr.strip()}")
+        result.update(zip(mangled, out))
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Building, with the cache
+
+
+def _find(finder: Any) -> Path:
+    try:
+        return Path(finder())
+    except NvccNotFound as exc:
+        raise ToolchainMissing(f"{exc} ({INSTALL_HINT})") from exc
+
+
+@functools.cache
+def _tool_version(path: str) -> str:
+    done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise ToolchainMissing(f"`{path} --version` failed ({done.returncode}): {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def toolchain_label(version_text: str) -> str:
+    """``nvcc --version`` text -> ``nvcc 13.0.88``."""
+    match = re.search(r"V(\d+\.\d+\.\d+)", version_text)
+    return f"nvcc {match.group(1)}" if match else "nvcc " + version_text.strip().splitlines()[-1][:60]
+
+
+def _headers_below(folder: Path) -> list[tuple[str, bytes]]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+        for name in sorted(filenames):
+            if name.endswith(_HEADER_SUFFIXES):
+                path = Path(dirpath) / name
+                found.append((path.relative_to(folder).as_posix(), path.read_bytes()))
+    return found
+
+
+def _module_key(module: CudaModule, arch: str, version: str, include_dirs: Sequence[Path]) -> str:
+    source = module.source.resolve()
+    base = _nvcc._cache_key([source], list(include_dirs), (_KEY_VERSION, *module.flags()), arch, version)
+    digest = hashlib.sha256(base.encode())
+    digest.update(module.wrapper_source().encode())
+    for rel, data in _headers_below(source.parent):  # headers in sub-folders (#include "sub/x.h")
+        digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def _build_cubin(
+    module: CudaModule, arch: str, compiler: str, include_dirs: Sequence[Path], cache_root: Path
+) -> tuple[Path, str, tuple[str, ...], bool, float | None]:
+    """The cached cubin of ``module`` for ``arch``: (path, ptxas log, command, cached, build seconds)."""
+    version = _nvcc.nvcc_version(compiler)
+    key = _module_key(module, arch, version, include_dirs)
+    root = cache_root / "static"
+    root.mkdir(parents=True, exist_ok=True)
+    entry = root / key
+    hit = _load_cubin(entry)
+    if hit is not None:
+        return hit
+
+    from filelock import FileLock
+
+    with FileLock(str(root / f"{key}.lock"), timeout=BUILD_LOCK_TIMEOUT_S):
+        hit = _load_cubin(entry)  # another process may have built it while we waited
+        if hit is not None:
+            return hit
+        staging = Path(tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=root))
+        try:
+            wrapper = staging / f"{module.source.stem}.gpuperf.cu"
+            wrapper.write_text(module.wrapper_source())
+            cubin = staging / "module.cubin"
+            command = [
+                compiler,
+                "-cubin",
+                _nvcc._gencode(arch),
+                *module.flags(),
+                "-Xptxas=-v",
+                f"-I{module.source.resolve().parent}",
+                *(f"-I{p}" for p in include_dirs),
+                str(wrapper),
+                "-o",
+                str(cubin),
+            ]
+            start = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True, encoding="utf-8", errors="replace")
+            seconds = time.perf_counter() - start
+            log = done.stdout + done.stderr
+            if done.returncode != 0 or not cubin.is_file():
+                raise NvccBuildError(
+                    f"nvcc failed with exit code {done.returncode} compiling {module.name} "
+                    f"({module.source.name}) for {arch}:\n{_nvcc._tail(log)}",
+                    command=command,
+                    log=log,
+                )
+            (staging / "ptxas.log").write_text(log)
+            (staging / "build.json").write_text(json.dumps({"command": command, "build_seconds": seconds}, indent=1))
+            staging.chmod(0o755)
+            if entry.exists():
+                shutil.rmtree(entry)
+            os.replace(staging, entry)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    return entry / "module.cubin", log, tuple(command), False, seconds
+
+
+def _load_cubin(entry: Path) -> tuple[Path, str, tuple[str, ...], bool, float | None] | None:
+    meta = entry / "build.json"
+    if not meta.is_file() or not (entry / "module.cubin").is_file():
+        return None
+    data = json.loads(meta.read_text())
+    return entry / "module.cubin", (entry / "ptxas.log").read_text(), tuple(data["command"]), True, data.get("build_seconds")
+
+
+def disassemble(binary: Path, cache_root: Path | None = None) -> str:
+    """``cuobjdump -sass binary``, cached by the binary's bytes and the tools' versions."""
+    cuobjdump = _find(_nvcc.find_cuobjdump)
+    nvdisasm = _find(_nvcc.find_nvdisasm)
+    digest = hashlib.sha256(binary.read_bytes())
+    digest.update(_tool_version(str(cuobjdump)).encode() + _tool_version(str(nvdisasm)).encode())
+    root = (cache_root or _nvcc.default_cache_dir()) / "static-sass"
+    cached = root / f"{digest.hexdigest()}.sass"
+    if cached.is_file():
+        return cached.read_text()
+    env = dict(os.environ, PATH=f"{nvdisasm.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    done = subprocess.run(
+        [str(cuobjdump), "-sass", str(binary)], capture_output=True, text=True, env=env, errors="replace", timeout=600
+    )
+    if done.returncode != 0:
+        raise ToolchainMissing(f"`{cuobjdump} -sass {binary}` failed ({done.returncode}): {done.stderr.strip()[:2000]}")
+    root.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".sass-", dir=root)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(done.stdout)
+    os.replace(tmp, cached)
+    return done.stdout
+
+
+def compile_module(
+    module: CudaModule,
+    arch: str,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    nvcc: str | os.PathLike[str] | None = None,
+    sass: bool | None = None,
+) -> StaticResult:
+    """Build ``module`` for ``arch`` (or take it from the cache) and report on every kernel.
+
+    ``sass`` (default: only when the module declares facts) disassembles the binary too.
+    Raises :class:`ToolchainMissing` when a tool is missing and
+    :class:`~pytest_gpuperf.compile.nvcc.NvccBuildError` when the build fails.
+    """
+    if arch not in module.archs:
+        raise ValueError(f"{module.name}: arch {arch!r} is not one of its archs {module.archs}")
+    start = time.perf_counter()
+    compiler = str(nvcc) if nvcc is not None else str(_find(_nvcc.find_nvcc))
+    cache_root = (Path(cache_dir) if cache_dir is not None else _nvcc.default_cache_dir()).expanduser().resolve()
+    include_dirs = [p.resolve() for p in module.all_include_dirs()]
+    if module.shared_library:
+        built = _nvcc.build_shared_library(
+            [module.source],
+            arch=arch,
+            flags=module.flags(),
+            include_dirs=include_dirs,
+            cache_dir=cache_root,
+            name=module.library_name or module.source.stem,
+            nvcc=compiler,
+        )
+        binary, log, command, cached, build_seconds = built.library, built.log, built.command, built.cached, built.build_seconds
+    else:
+        binary, log, command, cached, build_seconds = _build_cubin(module, arch, compiler, include_dirs, cache_root)
+    resources = parse_ptxas_resources(log)
+    if not resources:
+        raise NvccBuildError(
+            f"{module.name} for {arch}: no kernel in the ptxas report (no __global__ function, or "
+            "name expressions that instantiate nothing)",
+            command=command,
+            log=log,
+        )
+    names = demangle(list(resources))
+    kernels: dict[str, KernelResources] = {}
+    for mangled, r in resources.items():
+        key = short_name(names[mangled])
+        if key in kernels:  # overloads differing only in their parameters: keep the parameters
+            key = names[mangled].removeprefix("void ").strip()
+        kernels[key] = KernelResources(name=key, mangled=mangled, **r)
+    want_sass = bool(module.sass_facts) if sass is None else sass
+    sass_text = split_sass(disassemble(binary, cache_root)) if want_sass else {}
+    return StaticResult(
+        module=module.name,
+        arch=arch,
+        kernels=MappingProxyType(dict(sorted(kernels.items()))),
+        perf_warnings=_nvcc.parse_perf_warnings(log),
+        sass=MappingProxyType(sass_text),
+        log=log,
+        toolchain=toolchain_label(_nvcc.nvcc_version(compiler)),
+        command=tuple(command),
+        binary=binary,
+        cached=cached,
+        seconds=time.perf_counter() - start,
+        build_seconds=build_seconds,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# SASS facts
+
+
+@dataclasses.dataclass(frozen=True)
+class FactCheck:
+    pattern: str
+    regex: str
+    kernels: tuple[str, ...]  # kernels the pattern matched
+    missing_in: tuple[str, ...]  # of those, the ones whose SASS lacks the regex
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.kernels) and not self.missing_in
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pattern": self.pattern, "regex": self.regex, "kernels": len(self.kernels),
+                "missing_in": list(self.missing_in), "ok": self.ok}
+
+
+def matches(pattern: str, kernel: KernelResources) -> bool:
+    """A fact's kernel pattern: a substring of the demangled name (or mangled), wildcards allowed."""
+    glob = f"*{pattern}*"
+    return fnmatch.fnmatchcase(kernel.name, glob) or fnmatch.fnmatchcase(kernel.mangled, glob)
+
+
+def check_facts(result: StaticResult, facts: Mapping[str, Sequence[str]]) -> list[FactCheck]:
+    checks = []
+    for pattern, regexes in facts.items():
+        chosen = [k for k in result.kernels.values() if matches(pattern, k)]
+        for regex in regexes:
+            compiled = re.compile(regex)
+            missing = tuple(k.name for k in chosen if not compiled.search(result.sass.get(k.mangled, "")))
+            checks.append(FactCheck(pattern, regex, tuple(k.name for k in chosen), missing))
+    return checks
+
+
+# --------------------------------------------------------------------------------------------
+# Budgets
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """The most a kernel may use; spill budgets are 0 unless spills were accepted on purpose."""
+
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    shared_bytes: int
+    stack_bytes: int
+
+    def to_json(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class ArchBudgets:
+    toolchain: str
+    recorded_at: str
+    kernels: dict[str, Budget]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"toolchain": self.toolchain, "recorded_at": self.recorded_at,
+                "kernels": {k: self.kernels[k].to_json() for k in sorted(self.kernels)}}
+
+
+@dataclasses.dataclass
+class BudgetFile:
+    """``{"schema": ..., "modules": {module: {arch: {"toolchain", "recorded_at", "kernels": {...}}}}}``"""
+
+    path: Path
+    modules: dict[str, dict[str, ArchBudgets]]
+
+    @classmethod
+    def read(cls, path: Path) -> "BudgetFile | None":
+        """The validated file, or None when it does not exist (a bad file raises BaselineFileError)."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise BaselineFileError(f"static budget file {path} cannot be read: {exc}") from exc
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BaselineFileError(
+                f"static budget file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
+                "Fix it or restore it from version control; it will not be overwritten."
+            ) from None
+        if not isinstance(data, dict):
+            raise _bad(path, "<top level>", "must be a JSON object")
+        if data.get("schema") != BUDGET_SCHEMA:
+            raise _bad(path, "schema", f"must be {BUDGET_SCHEMA!r}, got {data.get('schema')!r}")
+        modules = data.get("modules")
+        if not isinstance(modules, dict):
+            raise _bad(path, "modules", "must be an object: module -> arch -> budgets")
+        parsed: dict[str, dict[str, ArchBudgets]] = {}
+        for module, archs in modules.items():
+            if not isinstance(archs, dict):
+                raise _bad(path, f"modules.{module}", "must be an object: arch -> budgets")
+            parsed[module] = {}
+            for arch, section in archs.items():
+                where = f"modules.{module}.{arch}"
+                if not re.fullmatch(r"sm_\d+[af]?", arch):
+                    raise _bad(path, where, "must be keyed by an architecture such as 'sm_90' or 'sm_90a'")
+                if not isinstance(section, dict) or not isinstance(section.get("kernels"), dict):
+                    raise _bad(path, f"{where}.kernels", "must be an object: kernel -> budget")
+                for name in ("toolchain", "recorded_at"):
+                    if not isinstance(section.get(name), str):
+                        raise _bad(path, f"{where}.{name}", f"must be a string, got {section.get(name)!r}")
+                kernels = {k: _parse_budget(path, f"{where}.kernels.{k}", v) for k, v in section["kernels"].items()}
+                parsed[module][arch] = ArchBudgets(section["toolchain"], section["recorded_at"], kernels)
+        return cls(path, parsed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": BUDGET_SCHEMA,
+            "modules": {
+                m: {a: self.modules[m][a].to_json() for a in sorted(self.modules[m])} for m in sorted(self.modules)
+            },
+        }
+
+
+def _bad(path: Path, field: str, problem: str) -> BaselineFileError:
+    return BaselineFileError(
+        f"static budget file {path}: field {field!r} {problem}. Fix the file or restore it from version "
+        "control; to start over delete it and run with --gpu-perf-update-baselines."
+    )
+
+
+def _parse_budget(path: Path, where: str, raw: Any) -> Budget:
+    if not isinstance(raw, dict):
+        raise _bad(path, where, f"must be an object, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(BUDGET_FIELDS))
+    if unknown:
+        raise _bad(path, where, f"has unknown keys {unknown}; expected {list(BUDGET_FIELDS)}")
+    values = {}
+    for name in BUDGET_FIELDS:
+        value = raw.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise _bad(path, f"{where}.{name}", f"must be a non-negative integer, got {value!r}")
+        values[name] = value
+    return Budget(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetChange:
+    file: str
+    module: str
+    arch: str
+    kernel: str
+    old: Budget | None  # None: a new kernel
+    new: Budget | None  # None: a kernel no longer built, removed
+
+    def describe(self) -> str:
+        where = f"{self.module} {self.arch} {self.kernel}"
+        if self.old is None:
+            return f"+ {where}: " + _budget_text(self.new)
+        if self.new is None:
+            return f"- {where}: removed (no longer built)"
+        diffs = [f"{f} {getattr(self.old, f)} -> {getattr(self.new, f)}" for f in BUDGET_FIELDS
+                 if getattr(self.old, f) != getattr(self.new, f)]
+        return f"~ {where}: " + ", ".join(diffs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "module": self.module, "arch": self.arch, "kernel": self.kernel,
+                "old": self.old.to_json() if self.old else None, "new": self.new.to_json() if self.new else None}
+
+
+def _budget_text(b: Budget | None) -> str:
+    if b is None:
+        return "-"
+    return (f"{b.registers} registers, {b.spill_stores}/{b.spill_loads} B spill stores/loads, "
+            f"{b.shared_bytes} B shared, {b.stack_bytes} B stack")
+
+
+class BudgetStore:
+    """``<baselines>/static/<file>.json``: read with validation, updated under a lock, atomically."""
+
+    def __init__(self, baselines_dir: Path):
+        self.root = Path(baselines_dir) / BUDGETS_FOLDER
+
+    def path_for(self, file: str) -> Path:
+        return self.root / f"{file}.json"
+
+    def lookup(self, file: str, module: str, arch: str) -> ArchBudgets | None:
+        found = BudgetFile.read(self.path_for(file))
+        return found.modules.get(module, {}).get(arch) if found else None
+
+    def update(self, file: str, module: str, arch: str, kernels: Mapping[str, Budget], toolchain: str) -> list[BudgetChange]:
+        """Replace the budgets of ``module`` on ``arch`` (other modules and archs are kept)."""
+        from filelock import FileLock
+
+        path = self.path_for(file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
+            current = BudgetFile.read(path) or BudgetFile(path, {})
+            old = current.modules.get(module, {}).get(arch)
+            old_kernels = old.kernels if old else {}
+            changes = [
+                BudgetChange(str(path), module, arch, k, old_kernels.get(k), kernels.get(k))
+                for k in sorted(set(old_kernels) | set(kernels))
+                if old_kernels.get(k) != kernels.get(k)
+            ]
+            stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            if changes or old is None or old.toolchain != toolchain:
+                current.modules.setdefault(module, {})[arch] = ArchBudgets(toolchain, stamp, dict(kernels))
+                atomic_write_json(path, current.to_json())
+        return changes
+
+
+# --------------------------------------------------------------------------------------------
+# Judging one result
+
+
+@dataclasses.dataclass
+class Judgement:
+    record: dict[str, Any]
+    failures: list[str]
+    missing_note: str | None
+
+
+def judge(
+    result: StaticResult,
+    module: CudaModule,
+    budgets: ArchBudgets | None,
+    budget_path: Path,
+    *,
+    update: bool,
+) -> Judgement:
+    """Compare ``result`` with its budgets and facts; the record for the report and the failures."""
+    failures: list[str] = []
+    rows = []
+    for name, k in result.kernels.items():
+        budget = budgets.kernels.get(name) if budgets else None
+        over = []
+        if budget is not None and not update:
+            over = [f for f in BUDGET_FIELDS if getattr(k, f) > getattr(budget, f)]
+        elif budget is None and not update and (k.spill_stores or k.spill_loads):
+            over = [f for f in ("spill_stores", "spill_loads") if getattr(k, f)]
+        rows.append({
+            "kernel": name,
+            **{f: getattr(k, f) for f in BUDGET_FIELDS},
+            "budget": budget.to_json() if budget else None,
+            "over": over,
+        })
+    over_rows = [r for r in rows if r["over"]]
+    if over_rows:
+        failures.append(_format_over(result, over_rows, budgets, budget_path))
+    if result.ptxas_warnings:
+        failures.append(
+            f"ptxas performance warnings in {result.module} for {result.arch} (each costs real speed: C7510 "
+            "serializes wgmma, e.g. CUTLASS built without -DNDEBUG):\n" + "\n".join("  " + w for w in result.ptxas_warnings)
+        )
+    facts = check_facts(result, module.sass_facts)
+    bad_facts = [f for f in facts if not f.ok]
+    if bad_facts:
+        lines = []
+        for f in bad_facts:
+            if not f.kernels:
+                lines.append(f"  {f.pattern!r}: matches no kernel of the module (kernels: {', '.join(list(result.kernels)[:6])}...)")
+            else:
+                shown = ", ".join(f.missing_in[:4]) + (f" and {len(f.missing_in) - 4} more" if len(f.missing_in) > 4 else "")
+                lines.append(f"  {f.pattern!r}: /{f.regex}/ not in the SASS of {shown}")
+        failures.append(
+            f"SASS facts missing in {result.module} for {result.arch} (the optimisation they stand for is gone; "
+            "inspect with cuobjdump -sass):\n" + "\n".join(lines)
+        )
+    stale = sorted(set(budgets.kernels) - set(result.kernels)) if budgets and not update else []
+    if stale:
+        failures.append(
+            f"{budget_path} lists kernels of {result.module} ({result.arch}) that are no longer built: "
+            f"{', '.join(stale[:5])}{' ...' if len(stale) > 5 else ''}; re-record with --gpu-perf-update-baselines"
+        )
+    missing = [r["kernel"] for r in rows if r["budget"] is None]
+    note = None
+    if missing and not update:
+        note = (
+            f"no stored budget for {len(missing)} kernel(s) of {result.module} on {result.arch} (looked in "
+            f"{budget_path}); record them with: pytest --gpu-perf-update-baselines"
+        )
+    if update:
+        verdict = "recorded"
+    elif failures:
+        verdict = "fail"
+    elif missing:
+        verdict = "measured"
+    else:
+        verdict = "pass"
+    if update and failures:
+        verdict = "fail"
+    record = {
+        "kind": "static",
+        "module": result.module,
+        "arch": result.arch,
+        "toolchain": result.toolchain,
+        "budget_file": str(budget_path),
+        "budget_toolchain": budgets.toolchain if budgets else None,
+        "kernels": rows,
+        "ptxas_warnings": list(result.ptxas_warnings),
+        "facts": [f.to_json() for f in facts],
+        "stale_budgets": stale,
+        "cached": result.cached,
+        "seconds": result.seconds,
+        "build_seconds": result.build_seconds,
+        "verdict": verdict,
+        "budget_note": note,
+        "changes": [],
+    }
+    return Judgement(record, failures, note)
+
+
+def _format_over(result: StaticResult, rows: Sequence[dict[str, Any]], budgets: ArchBudgets | None, path: Path) -> str:
+    table = [["kernel", *BUDGET_FIELDS]]
+    for r in rows:
+        b = r["budget"]
+        cells = [r["kernel"]]
+        for f in BUDGET_FIELDS:
+            now = r[f]
+            if b is None:
+                cells.append(f"{now}" + (" (no budget)" if f in r["over"] else ""))
+            else:
+                cells.append(f"{now}/{b[f]}" + (" OVER" if f in r["over"] else ""))
+        table.append(cells)
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    text = "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)
+    head = f"static budget EXCEEDED: {result.module} for {result.arch} (used/budget; budgets in {path})"
+    hints = []
+    if budgets and budgets.toolchain != result.toolchain:
+        hints.append(f"  the budgets were recorded with {budgets.toolchain}; this build used {result.toolchain}")
+    hints.append(
+        "  Spills and extra registers cost occupancy or local-memory traffic. If the change is intended, "
+        "re-record with pytest --gpu-perf-update-baselines"
+    )
+    return head + "\n" + text + "\n" + "\n".join(hints)
+
+
+# --------------------------------------------------------------------------------------------
+# The gpu_static fixture's object
+
+
+ARCH_SELECTION_DEFAULT = ("sm_80", "sm_90")
+
+
+def arch_selected(arch: str, selection: Iterable[str]) -> bool:
+    """``sm_90a`` is selected by ``sm_90a`` or by ``sm_90``; ``all`` selects everything."""
+    chosen = set(selection)
+    return "all" in chosen or arch in chosen or re.sub(r"[af]$", "", arch) in chosen
+
+
+class GpuStatic:
+    """Bound to one test: ``check(module, arch)`` builds, compares with the budgets, records the
+    result on the test's report and raises ``GateFailure`` with a readable table on a failure."""
+
+    def __init__(self, session: "GpuPerfSession", item: "pytest.Item", cache_dir: Path | None = None):
+        self._session = session
+        self._item = item
+        self.settings = session.settings.for_test(item)
+        self.store = BudgetStore(self.settings.baselines_dir)
+        self.cache_dir = cache_dir
+
+    def check(self, module: CudaModule, arch: str) -> StaticResult:
+        import pytest
+
+        from pytest_gpuperf.errors import GateFailure
+        from pytest_gpuperf.session import RECORD_KEY
+
+        selection = getattr(self.settings, "static_archs", ARCH_SELECTION_DEFAULT)
+        if not arch_selected(arch, selection):
+            pytest.skip(f"static tier: {arch} not selected by --gpu-perf-static-archs ({','.join(selection)})")
+        try:
+            result = compile_module(module, arch, cache_dir=self.cache_dir)
+        except ToolchainMissing as exc:
+            pytest.skip(f"gpu-perf: static tier needs the CUDA compiler tools: {exc}")
+        path = self.store.path_for(module.budget_file)
+        budgets = self.store.lookup(module.budget_file, module.name, arch)
+        update = self.settings.update_baselines
+        verdict = judge(result, module, budgets, path, update=update)
+        record = verdict.record | {"test": self._item.nodeid}
+        if update:
+            changes = self.store.update(
+                module.budget_file, module.name, arch, {n: k.budget() for n, k in result.kernels.items()}, result.toolchain
+            )
+            record["changes"] = [c.to_json() | {"text": c.describe()} for c in changes]
+        self._item.user_properties.append((RECORD_KEY, record))
+        if verdict.failures:
+            raise GateFailure("\n\n".join(verdict.failures))
+        if verdict.missing_note:
+            policy = self.settings.missing_baseline
+            if policy == "fail":
+                raise GateFailure(verdict.missing_note)
+            if policy == "skip":
+                pytest.skip(verdict.missing_note)
+        return result
