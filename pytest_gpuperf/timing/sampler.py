@@ -3,8 +3,8 @@
 Stopping depends only on the interval's *width*, never on where it lies relative to a
 margin, so stopping early does not inflate false alarms. A speedup claim that is still
 undecided gets one extension (a fixed extra budget, then one more look); each of the two
-looks uses half the error rate (Bonferroni), so the overall false-fail rate stays at or
-below 1 - confidence.
+looks uses a quarter of the error rate, which keeps the realised false-fail rate of a true
+claim under (1 - confidence) / 2 in simulation.
 """
 from __future__ import annotations
 
@@ -37,8 +37,14 @@ class SamplingPolicy:
 
     @property
     def look_confidence(self) -> float:
-        """Confidence of each of the two looks a speedup claim may take."""
-        return 1.0 - (1.0 - self.confidence) / 2.0
+        """Confidence of each of the two looks a speedup claim may take.
+
+        Bonferroni over two looks would give each half the error rate; stopping when the
+        interval is narrow (a data-dependent sample size) and the bootstrap's slight
+        under-coverage at small n roughly doubled the realised false-fail rate in
+        simulation, so each look gets a quarter (tests/plugin/test_gate_statistics.py).
+        """
+        return 1.0 - (1.0 - self.confidence) / 4.0
 
 
 @dataclass
