@@ -143,6 +143,11 @@ class BaselineFile:
             return None
         except OSError as exc:
             raise BaselineFileError(f"baseline file {path} cannot be read: {exc}") from exc
+        return cls.parse(path, text)
+
+    @classmethod
+    def parse(cls, path: Path, text: str) -> "BaselineFile":
+        """Validate ``text`` as the content of ``path`` (which need not exist: ``git show`` output)."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -223,6 +228,28 @@ class BaselineStore:
             atomic_write_json(path, current.to_json())
         self._cache.pop(path, None)
         return changes
+
+    def remove_entries(self, path: Path, keys: Iterable[str]) -> list[str]:
+        """Remove ``keys`` from the file at ``path`` under its lock; return those that were there.
+
+        The file is re-read under the lock (another process may have written it since it was
+        listed) and replaced atomically; a file left with no entries is deleted.
+        """
+        wanted = set(keys)
+        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
+            current = BaselineFile.read(path)
+            if current is None:
+                return []
+            removed = sorted(wanted & set(current.entries))
+            if removed:
+                for key in removed:
+                    del current.entries[key]
+                if current.entries:
+                    atomic_write_json(path, current.to_json())
+                else:
+                    path.unlink()
+        self._cache.pop(path, None)
+        return removed
 
     def files(self) -> Iterable[Path]:
         return sorted(self.root.glob("*/*.json"))

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 @dataclass(frozen=True)
 class Interval:
@@ -42,6 +41,8 @@ def median_ci(samples: Sequence[float], confidence: float) -> Interval:
     For sorted samples x(1..n), P(x(j) <= median <= x(n-j+1)) = 1 - 2 P(Bin(n, 1/2) <= j-1).
     With too few samples for the requested confidence the interval is the full range.
     """
+    from scipy import stats as sps  # lazily: loading the plugin must stay cheap
+
     x = np.sort(np.asarray(samples, dtype=np.float64))
     n = x.size
     if n == 0:
@@ -65,6 +66,8 @@ def bootstrap_median_ci(samples: Sequence[float], confidence: float) -> Interval
     infinitely many resamples would give: deterministic, and O(n log n) instead of
     thousands of medians.
     """
+    from scipy import stats as sps  # lazily: loading the plugin must stay cheap
+
     x = np.sort(np.asarray(samples, dtype=np.float64))
     n = x.size
     if n == 0:
@@ -95,6 +98,8 @@ def paired_ratio_ci(numerator: Sequence[float], denominator: Sequence[float], co
 
 def log_sigma(interval: Interval) -> float:
     """Standard error of log(estimate) implied by a symmetric-on-log-scale interval."""
+    from scipy import stats as sps  # lazily: loading the plugin must stay cheap
+
     z = sps.norm.ppf(0.5 + interval.confidence / 2.0)
     if interval.low <= 0 or interval.high <= 0:
         return math.inf
@@ -103,6 +108,8 @@ def log_sigma(interval: Interval) -> float:
 
 def ratio_of_medians_ci(now: Interval, before: Interval, confidence: float) -> Interval:
     """now / before for two independent medians, combining their uncertainty on the log scale."""
+    from scipy import stats as sps  # lazily: loading the plugin must stay cheap
+
     sigma = math.hypot(log_sigma(now), log_sigma(before))
     z = sps.norm.ppf(0.5 + confidence / 2.0)
     log_r = math.log(now.estimate) - math.log(before.estimate)

@@ -61,7 +61,7 @@ def test_speedup_below_margin_fails_with_a_table(pytester: pytest.Pytester, fake
             "*variant*median*99% CI*noise (IQR)*samples*mode",
             "*fast*10* us*[*us, *us]*%*n=*cold/fake*",
             "*slow*12* us*",
-            "*speedup*1.2*x*[1.1*, 1.2*]*99.5% bootstrap CI*interleaved rounds*",
+            "*speedup*1.2*x*[1.1*, 1.2*]*99.75% bootstrap CI*interleaved rounds*",
             "*required*>= 1.3000x: the whole interval lies below the required margin",
     ))
 
