@@ -70,6 +70,16 @@ def _device(text: Any) -> str:
     raise ValueError("expected 'auto' or a CUDA device ordinal (0, 1, ...)")
 
 
+def _arch_list(text: Any) -> tuple[str, ...]:
+    import re
+
+    values = tuple(v.strip().lower() for v in str(text).split(",") if v.strip())
+    bad = [v for v in values if v != "all" and not re.fullmatch(r"sm_\d+[af]?", v)]
+    if not values or bad:
+        raise ValueError("expected comma-separated architectures such as sm_80,sm_90 (or 'all')")
+    return values
+
+
 def _path(text: Any) -> str:
     value = str(text).strip()
     if not value:
@@ -167,6 +177,31 @@ SETTINGS: tuple[Setting, ...] = (
         per_test=True,
         metavar="{cold,hot}",
     ),
+    Setting(
+        "static-archs",
+        "Architectures the compile-time tier (gpu_static fixture) builds for; sm_90 also selects sm_90a. No GPU needed.",
+        _arch_list,
+        ("sm_80", "sm_90"),
+        metavar="ARCHS",
+    ),
+    # Hardware counters (issue 7): their own switch, not implied by --gpu-perf. Counters need
+    # no timing and hardly vary, so a counters-only job can run without timing; but each
+    # profile runs ncu (seconds per launch, kernels replayed once per counter pass), which
+    # plain and timing runs should not pay for.
+    Setting(
+        "counters",
+        "Run hardware-counter tests (gpu_counters fixture) through Nsight Compute's ncu; without it they are skipped.",
+        _bool,
+        False,
+        flag_only=True,
+    ),
+    Setting(
+        "plots",
+        "Write one chart per kernel family and an index.html into this folder after the run (needs matplotlib).",
+        _path,
+        None,
+        metavar="DIR",
+    ),
 )
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
 PER_TEST_KEYWORDS: Mapping[str, Setting] = {s.keyword: s for s in SETTINGS if s.per_test}
@@ -224,6 +259,9 @@ class Settings:
     missing_baseline: str
     cache: str
     sources: Mapping[str, str]
+    static_archs: tuple[str, ...] = ("sm_80", "sm_90")
+    counters: bool = False
+    plots_dir: Path | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
@@ -245,6 +283,9 @@ class Settings:
             missing_baseline=values["missing-baseline"],
             cache=values["cache"],
             sources=sources,
+            static_archs=values["static-archs"],
+            counters=values["counters"],
+            plots_dir=_anchor(config, values["plots"], sources["plots"]) if values["plots"] else None,
         )
 
     def for_test(self, item: pytest.Item) -> "Settings":

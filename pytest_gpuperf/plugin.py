@@ -2,6 +2,7 @@
 only when a test needs a GPU, and GPU-only packages are imported only then."""
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from pytest_gpuperf.session import RECORD_KEY, GpuPerfSession
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
 SKIP_PREFIX = "gpu-perf: "
+ROLE_KEY = "gpu_perf_role"  # user property on a test skipped for want of a GPU: "perf" or "gpu"
 MAX_LISTED = 10  # missing-baseline notes listed in the terminal summary
 PERF_FIXTURE = "gpu_perf"
 GPU_FIXTURE = "gpu"
@@ -110,6 +112,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if perf or needs_gpu(item):
         device = s.device
         if not isinstance(device, DeviceInfo):
+            item.user_properties.append((ROLE_KEY, "perf" if perf else "gpu"))  # for the summary's count
             pytest.skip(SKIP_PREFIX + f"no GPU: {device.reason}")
         for requirement in arch.requirements(item):
             reason = requirement.unmet_reason(device)
@@ -144,6 +147,47 @@ def gpu_perf(request: pytest.FixtureRequest) -> Any:
     return GpuPerf(s, request.node, settings)
 
 
+COUNTERS_CACHE_KEY = pytest.StashKey[dict]()
+
+
+@pytest.fixture
+def gpu_counters(request: pytest.FixtureRequest) -> Any:
+    """Nsight Compute counters of single kernel launches (see ``pytest_gpuperf.counters``).
+
+    Skipped unless --gpu-perf-counters (independent of --gpu-perf), without a GPU, without
+    ncu, or where the counters cannot be read (the skip says how to enable them).
+    """
+    from pytest_gpuperf.counters import CountersUnavailable, GpuCounters, find_ncu
+
+    s = _session(request.config)
+    if not s.settings.counters:
+        pytest.skip(SKIP_PREFIX + "hardware-counter test, counters are off: run pytest with --gpu-perf-counters")
+    if not isinstance(s.device, DeviceInfo):
+        pytest.skip(SKIP_PREFIX + f"no GPU: {s.device.reason}")
+    try:
+        ncu = find_ncu()
+    except CountersUnavailable as exc:
+        pytest.skip(SKIP_PREFIX + exc.reason)
+    cache = request.config.stash.setdefault(COUNTERS_CACHE_KEY, {})
+    return GpuCounters(s, request.node, ncu, cache)
+
+
+@pytest.fixture
+def gpu_static(request: pytest.FixtureRequest) -> Any:
+    """The compile-time tier, no GPU needed: ``gpu_static.check(module, arch)`` builds a
+    ``CudaModule`` with nvcc and gates registers, spills, shared memory and stack against the
+    budgets in ``<baselines>/static/``, ptxas performance warnings and SASS facts. Runs without
+    --gpu-perf; skipped (saying how to install it) where nvcc is missing."""
+    from pytest_gpuperf.compile.nvcc import NvccNotFound, find_nvcc
+    from pytest_gpuperf.compile.static import INSTALL_HINT, GpuStatic
+
+    try:
+        find_nvcc()
+    except NvccNotFound:
+        pytest.skip(SKIP_PREFIX + f"static tier: nvcc not found; {INSTALL_HINT}")
+    return GpuStatic(_session(request.config), request.node)
+
+
 # -- results ----------------------------------------------------------------------
 class _RunHooks:
     """Collects results from reports (so they survive pytest-xdist) and writes them out."""
@@ -152,12 +196,19 @@ class _RunHooks:
         self.s = session
         self.outcomes: dict[str, str] = {}
         self.baseline_error: str | None = None
+        self.no_gpu: Counter[str] = Counter()  # tests skipped for want of a GPU, by role
+        self.no_gpu_reason: str | None = None
+        self.plots_note: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.skipped and report.longrepr and isinstance(report.longrepr, tuple):
             reason = str(report.longrepr[2]).removeprefix("Skipped: ")
             if reason.startswith(SKIP_PREFIX):
                 self.s.skip_reasons[reason[len(SKIP_PREFIX) :]] += 1
+                if reason[len(SKIP_PREFIX) :].startswith("no GPU: "):
+                    roles = [v for k, v in report.user_properties if k == ROLE_KEY]
+                    self.no_gpu[roles[0] if roles else "other"] += 1
+                    self.no_gpu_reason = reason[len(SKIP_PREFIX) + len("no GPU: ") :]
                 self.outcomes[report.nodeid] = "skipped"
         if report.when != "call":
             if report.failed and report.nodeid in self.outcomes:
@@ -195,6 +246,36 @@ class _RunHooks:
                 settings={k: str(v) for k, v in vars(self.s.settings).items() if k != "sources"},
             )
             atomic_write_json(self.s.settings.json_path, payload)
+        if self.s.settings.plots_dir:
+            self.plots_note = self._write_plots()
+
+    def _write_plots(self) -> str:
+        """Charts per family and index.html (--gpu-perf-plots); a missing matplotlib is a note, not a crash."""
+        from pytest_gpuperf.plots import PlotsUnavailable, write_plots
+        from pytest_gpuperf.report import build_json
+
+        payload = build_json(
+            records=self.s.records,
+            outcomes=self.outcomes,
+            skip_reasons=self.s.skip_reasons,
+            changes=self.s.baseline_changes,
+            settings={k: str(v) for k, v in vars(self.s.settings).items() if k != "sources"},
+        )
+        try:
+            written = write_plots(payload, self.s.settings.plots_dir)
+        except PlotsUnavailable as exc:
+            return f"gpu-perf plots NOT written: {exc}"
+        return f"gpu-perf plots: {len(written) - 1} chart(s) and {self.s.settings.plots_dir / 'index.html'}"
+
+    def _static_summary(self, tr: Any) -> None:
+        """The compile-time tier's rows, and which GPU parts a GPU-less run skipped."""
+        from pytest_gpuperf.report import static_lines
+
+        lines = static_lines(self.s.records, self.no_gpu, self.no_gpu_reason)
+        if any(r["kind"] == "static" for r in self.s.records):
+            tr.write_sep("=", "gpu-perf static checks")
+        for line in lines:
+            tr.write_line(line)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.s.is_worker:
@@ -231,6 +312,9 @@ class _RunHooks:
                 tr.write_line(line)
         if self.baseline_error:
             tr.write_line("baselines NOT updated: " + self.baseline_error, red=True)
+        self._static_summary(tr)
         if self.s.settings.json_path:
             tr.write_line(f"gpu-perf JSON report: {self.s.settings.json_path}")
+        if self.plots_note:
+            tr.write_line(self.plots_note)
 

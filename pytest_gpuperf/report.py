@@ -146,6 +146,54 @@ def format_changes(changes: Sequence["Change"]) -> list[str]:
     return lines
 
 
+def static_lines(records: Iterable[dict[str, Any]], no_gpu: Counter[str], no_gpu_reason: str | None) -> list[str]:
+    """The terminal summary of the compile-time tier: one row per module and architecture, the
+    totals, the budgets an update changed, and which GPU parts a GPU-less run skipped."""
+    static = [r for r in records if r["kind"] == "static"]
+    lines: list[str] = []
+    if static:
+        rows = [["module", "arch", "kernels", "max regs", "spills", "ptxas warnings", "SASS facts", "budgets", "verdict"]]
+        for r in static:
+            kernels = r["kernels"]
+            facts = r["facts"]
+            rows.append([
+                r["module"],
+                r["arch"],
+                str(len(kernels)),
+                str(max((k["registers"] for k in kernels), default=0)),
+                str(sum(k["spill_stores"] + k["spill_loads"] for k in kernels)) + " B",
+                str(len(r["ptxas_warnings"])),
+                f"{sum(f['ok'] for f in facts)}/{len(facts)}",
+                f"{sum(k['budget'] is not None for k in kernels)}/{len(kernels)}",
+                r["verdict"],
+            ])
+        lines.append(_table(rows, indent=""))
+        built = [r for r in static if not r["cached"]]
+        verdicts = Counter(r["verdict"] for r in static)
+        lines.append(
+            "static checks: " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
+            + f" ({len(built)} built in {sum(r['seconds'] for r in built):.1f} s, {len(static) - len(built)} from the cache "
+            f"in {sum(r['seconds'] for r in static if r['cached']):.1f} s)"
+        )
+        unbudgeted = [r for r in static if r.get("budget_note")]
+        if unbudgeted:
+            lines.append(
+                f"{len(unbudgeted)} static check(s) have kernels without a stored budget; record them with: "
+                "pytest --gpu-perf-update-baselines"
+            )
+        changes = [c for r in static for c in r.get("changes", [])]
+        if changes:
+            lines.append(f"static budgets updated ({len(changes)} entries):")
+            lines += ["  " + c["text"] for c in changes]
+    if no_gpu:
+        perf, gpu, other = no_gpu.get("perf", 0), no_gpu.get("gpu", 0), no_gpu.get("other", 0)
+        text = f"no GPU ({no_gpu_reason}): {perf} perf tests and {gpu} GPU correctness tests skipped"
+        if other:
+            text += f", and {other} other GPU tests"
+        lines.append(text + f"; static checks ran: {len(static)}")
+    return lines
+
+
 def build_json(
     *,
     records: Sequence[dict[str, Any]],
@@ -157,9 +205,9 @@ def build_json(
     devices = {r["device"]["key"]: r["device"] for r in records if r["kind"] == "measurement"}
     tests: dict[str, dict[str, Any]] = {}
     for nodeid, outcome in outcomes.items():
-        tests[nodeid] = {"nodeid": nodeid, "outcome": outcome, "measurements": [], "comparisons": [], "figures": []}
+        tests[nodeid] = {"nodeid": nodeid, "outcome": outcome, "measurements": [], "comparisons": [], "figures": [], "static": []}
     for r in records:
-        t = tests.setdefault(r["test"], {"nodeid": r["test"], "outcome": "unknown", "measurements": [], "comparisons": [], "figures": []})
+        t = tests.setdefault(r["test"], {"nodeid": r["test"], "outcome": "unknown", "measurements": [], "comparisons": [], "figures": [], "static": []})
         if r["kind"] == "measurement":
             kept = {k: v for k, v in r.items() if k not in ("kind", "test", "device")}
             t["measurements"].append(kept | {"device": r["device"]["key"], "gpu_ordinal": r["device"]["ordinal"]})
@@ -167,6 +215,10 @@ def build_json(
             t["comparisons"].append(r["comparison"])
         elif r["kind"] == "figure":
             t["figures"].append({"key": r["key"], "value": r["value"], "unit": r["unit"]})
+        elif r["kind"] == "static":  # the compile-time tier (gpu_static fixture): one module on one arch
+            t["static"].append({k: v for k, v in r.items() if k not in ("kind", "test")})
+        elif r["kind"] == "counters":  # hardware counters of one launch (gpu_counters fixture)
+            t.setdefault("counters", []).append({k: v for k, v in r.items() if k not in ("kind", "test")})
     return {
         "schema": REPORT_SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -128,7 +128,8 @@ def test_ci_runs_what_the_readme_says() -> None:
     assert "--gpu-perf --gpu-perf-json gpu-perf-report.json --benchmark-json benchmark.json" in gpu
     assert 'gpuperf report gpu-perf-report.json --markdown >> "$GITHUB_STEP_SUMMARY"' in gpu
     upload = next(s for s in gpu_job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@"))
-    assert upload["with"]["path"].split() == ["gpu-perf-report.json", "benchmark.json"]
+    assert upload["with"]["path"].split() == ["gpu-perf-report.json", "benchmark.json", "gpu-perf-plots/"]
+    assert "--gpu-perf-plots gpu-perf-plots" in gpu and "matplotlib" in gpu
 
 
 def test_baseline_refresh_records_on_gpu_and_proposes_from_a_hosted_runner() -> None:

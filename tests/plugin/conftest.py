@@ -7,6 +7,11 @@ from typing import Callable
 
 import pytest
 
+# The plugin imports scipy lazily. pytester's in-process runs restore sys.modules after each
+# run, and scipy's compiled modules cannot be imported twice in one process, so load it once
+# here, before any pytester run.
+import scipy.stats  # noqa: F401
+
 # Installed into each pytester project: the fake device and backend are configured
 # through environment variables so one conftest serves every scenario.
 FAKE_CONFTEST = textwrap.dedent(

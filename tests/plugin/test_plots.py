@@ -1,0 +1,199 @@
+"""Charts and the HTML index of a JSON report: a synthetic report, the committed H200 report,
+the --gpu-perf-plots option on a fake GPU, and a clear message without matplotlib."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from pytest_gpuperf import plots
+from pytest_gpuperf.plots import PlotsUnavailable, family_of, write_plots
+
+pytest.importorskip("matplotlib")
+# The plugin imports scipy.stats lazily; imported first inside an in-process pytester run, it is
+# dropped from sys.modules afterwards and numpy's C modules refuse to load twice
+# ("cannot load module more than once per process"). Importing it here keeps it loaded.
+pytest.importorskip("scipy.stats")
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL_REPORT = ROOT / "measurements" / "2026-11-21-h200-session3" / "perf-update-report.json"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _measurement(name: str, median: float, low: float, high: float, verdict: str = "pass") -> dict[str, Any]:
+    return {
+        "module": "m",
+        "key": f"k::{name}",
+        "measurement": {"name": name, "median_s": median, "ci_low_s": low, "ci_high_s": high, "confidence": 0.99, "throttled": False},
+        "baseline": None,
+        "regression": {"slowdown": 1.01, "ci_low": 0.99, "ci_high": 1.03, "tolerance": 0.05, "verdict": verdict},
+        "verdict": verdict,
+        "device": "fake-gpu",
+        "gpu_ordinal": 0,
+    }
+
+
+def _comparison(fast: str, base: str, speedup: float, at_least: float | None, verdict: str) -> dict[str, Any]:
+    return {"fast": fast, "baseline": base, "speedup": speedup, "ci_low": speedup * 0.98, "ci_high": speedup * 1.02,
+            "confidence": 0.995, "at_least": at_least, "verdict": verdict, "rounds": 20}
+
+
+SYNTHETIC: dict[str, Any] = {
+    "schema": "pytest-gpuperf/report/1",
+    "created": "2026-11-22T00:00:00+00:00",
+    "settings": {"cache": "cold", "confidence": "0.99"},
+    "devices": {"fake-gpu": {"name": "Fake GPU", "driver_version": "1", "cuda_runtime_version": "13.0"}},
+    "tests": [
+        {
+            "nodeid": "tests/alpha/test_perf.py::test_fast_vs_slow[small]",
+            "outcome": "passed",
+            "measurements": [_measurement("fast", 2e-6, 1.9e-6, 2.1e-6), _measurement("slow", 3e-6, 2.9e-6, 3.1e-6)],
+            "comparisons": [_comparison("fast", "slow", 1.5, 1.2, "pass")],
+            "figures": [{"key": "bandwidth_fraction", "value": 0.42, "unit": ""}, {"key": "tflops", "value": 3.0, "unit": "TFLOP/s"}],
+        },
+        {
+            "nodeid": "tests/alpha/test_perf.py::test_fast_vs_slow[large]",
+            "outcome": "failed",
+            # a runaway interval (an outlier sample among few): drawn clipped, its end written out
+            "measurements": [_measurement("fast", 4e-3, 3.9e-3, 1.6, "fail"), _measurement("slow", 5e-3, 4.9e-3, 5.1e-3)],
+            "comparisons": [_comparison("fast", "slow", 1.1, 1.2, "fail")],
+            "figures": [{"key": "bandwidth_fraction", "value": 1.04, "unit": ""}],
+        },
+        {
+            "nodeid": "tests/alpha/test_perf.py::test_undecided",
+            "outcome": "passed",
+            "measurements": [_measurement("a", 1e-5, 0.9e-5, 1.1e-5, "measured"), _measurement("b", 1e-5, 0.9e-5, 1.1e-5, "measured")],
+            "comparisons": [_comparison("a", "b", 1.0, 1.01, "inconclusive"), _comparison("a", "b", 1.0, None, "measured")],
+            "figures": [],
+        },
+        {"nodeid": "tests/beta/test_x.py::test_only_figures", "outcome": "passed", "measurements": [], "comparisons": [],
+         "figures": [{"key": "dsmem_bandwidth_fraction", "value": 0.7, "unit": ""}, {"key": "baseline_bandwidth_fraction", "value": 0.5, "unit": ""}]},
+        {"nodeid": "tests/gamma/test_y.py::test_nothing", "outcome": "skipped", "measurements": [], "comparisons": [], "figures": []},
+    ],
+    "skipped": [{"reason": "perf test, timing is off", "count": 2}],
+    "baseline_changes": [],
+    "summary": {"speedup pass": 1, "speedup fail": 1},
+}
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE, f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_family_is_the_folder_under_tests() -> None:
+    assert family_of("tests/qkv/test_perf.py::test_x[a-b]") == "qkv"
+    assert family_of("pkg/kern/test_perf.py::test_x") == "kern"
+    assert family_of("test_perf.py::test_x") == "test_perf"
+
+
+def test_synthetic_report(tmp_path: Path) -> None:
+    written = write_plots(SYNTHETIC, tmp_path / "plots")
+    names = [p.name for p in written]
+    assert names == ["alpha.png", "beta.png", "index.html"], "one chart per family with results, gamma has none"
+    for png in written[:-1]:
+        width, height = _png_size(png)
+        assert width == 1200 and 150 < height < 3000
+    page = (tmp_path / "plots" / "index.html").read_text()
+    for text in ('src="alpha.png"', 'src="beta.png"', "fast_vs_slow[large]", "&ge; 1.200x", "inconclusive", "none (report)",
+                 "42.0%", "gamma", "(no results)", "perf test, timing is off"):
+        assert text in page, text
+
+
+def test_rows_label_and_clip() -> None:
+    tests = SYNTHETIC["tests"]
+    rows = plots.measurement_rows(tests)
+    assert rows[0]["label"] == "fast_vs_slow[small] \u00b7 fast"
+    assert rows[2]["high"] == 1.6
+    comparisons = plots.comparison_rows(tests)
+    assert comparisons[0]["label"] == "fast_vs_slow[small]", "the test id names both variants already"
+    assert comparisons[2]["label"] == "undecided: a vs b"
+    fractions, title = plots.fraction_rows(tests[3:4])
+    assert [r["label"] for r in fractions] == ["only_figures \u00b7 dsmem", "only_figures \u00b7 baseline"]
+    assert title is not None and "bandwidth_fraction" in title
+    long = plots._label("speedup_with_a_very_long_test_function_name_indeed[param-one-two-three-four]", "variant_name_x")
+    assert len(long) <= plots.MAX_LABEL and long.endswith("[param-one-two-three-four] \u00b7 variant_name_x")
+
+
+@pytest.fixture(scope="module")
+def real_plots(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    report = json.loads(REAL_REPORT.read_text())
+    return write_plots(report, tmp_path_factory.mktemp("real") / "plots")
+
+
+def test_committed_h200_report(real_plots: list[Path]) -> None:
+    assert [p.name for p in real_plots] == [
+        "merge_attn_states.png", "qkv.png", "cluster_reduce.png", "gemm_schedules.png", "megakernel.png", "index.html",
+    ]
+    for png in real_plots[:-1]:
+        width, height = _png_size(png)
+        assert width == 1200 and height < 4000
+        assert png.stat().st_size < 400_000, f"{png.name}: keep committed charts small"
+    page = real_plots[-1].read_text()
+    assert "NVIDIA H200" in page and page.count("<img ") == 5
+
+
+def test_committed_plots_match_the_committed_report() -> None:
+    """measurements/.../plots/ holds the charts of that folder's report (python -m pytest_gpuperf.plots)."""
+    folder = REAL_REPORT.parent / "plots"
+    if not folder.exists():
+        pytest.skip("no committed plots for the session-3 report")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["merge_attn_states.png", "qkv.png", "cluster_reduce.png", "gemm_schedules.png", "megakernel.png", "index.html"]
+    )
+    for png in folder.glob("*.png"):
+        _png_size(png)
+
+
+def test_missing_matplotlib_is_a_message_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(PlotsUnavailable, match="pip install matplotlib"):
+        write_plots(SYNTHETIC, tmp_path / "plots")
+    assert not (tmp_path / "plots").exists()
+
+
+PERF_TEST = """
+from pytest_gpuperf import Variant
+
+def test_claim(gpu_perf):
+    c = gpu_perf.assert_speedup(Variant("fast", lambda: None, bytes=1000), Variant("slow", lambda: None), at_least=1.1)
+    gpu_perf.record("bandwidth_fraction", 0.5)
+"""
+
+
+@pytest.fixture
+def perf_project(pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    for name in ("GPU_PERF_PLOTS", "GPU_PERF_COUNTERS"):
+        monkeypatch.delenv(name, raising=False)
+    fake_gpu(times={"fast": 10e-6, "slow": 12e-6})
+    pytester.makepyfile(test_perf=PERF_TEST)
+    return pytester
+
+
+def test_option_writes_plots_after_the_run(perf_project: pytest.Pytester) -> None:
+    result = perf_project.runpytest("--gpu-perf", "--gpu-perf-plots=out/plots", "--gpu-perf-json=report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["gpu-perf plots: 1 chart(s) and *out/plots/index.html"])
+    folder = perf_project.path / "out" / "plots"
+    assert sorted(p.name for p in folder.iterdir()) == ["index.html", "test_perf.png"]
+    _png_size(folder / "test_perf.png")
+    assert ">claim</td>" in (folder / "index.html").read_text()
+
+
+def test_option_from_the_environment(perf_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPU_PERF_PLOTS", "envplots")
+    perf_project.runpytest("--gpu-perf").assert_outcomes(passed=1)
+    assert (perf_project.path / "envplots" / "index.html").exists()
+
+
+def test_option_without_matplotlib_says_so(perf_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    result = perf_project.runpytest("--gpu-perf", "--gpu-perf-plots=plots")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["gpu-perf plots NOT written: matplotlib is not installed*pip install matplotlib*"])
