@@ -2,7 +2,7 @@
 # One batched session on the lent GPU: set up offline, check the timing engine, sweep the
 # kernel families, run the suite. Everything lands in $OUT/log.txt and $OUT/results.tgz.
 # Usage (from the repo root on the GPU machine): bash tools/device_session.sh STEP...
-#   steps: env timing sweeps correctness perf update megakernel
+#   steps: env timing sweeps correctness perf update megakernel counters
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpuperf-out}
@@ -55,6 +55,11 @@ step_sweeps() {
 step_correctness() { run_pytest correctness ${FAMILIES:-tests/merge_attn_states tests/qkv tests/cluster_reduce tests/gemm_schedules}; }
 step_perf() { run_pytest perf ${FAMILIES:-tests} --gpu-perf; }
 step_update() { run_pytest update ${FAMILIES:-tests} --gpu-perf --gpu-perf-update-baselines; }
+step_counters() {
+  run_pytest counters tests/qkv/test_counters.py --gpu-perf-counters -s
+  stamp "hw01 table"
+  timeout 240 $PY -m kernels.qkv.hw01_table --out "$RES/hw01_qkv.json" 2>&1 | tail -n 60
+}
 step_megakernel() { run_pytest mk_correctness tests/megakernel; SWEEP_FAMILIES=megakernel SWEEP_TIMEOUT=240 step_sweeps; }
 
 setup

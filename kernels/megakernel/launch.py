@@ -12,10 +12,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from kernels.megakernel.config import ModelConfig
-from kernels.megakernel.family import SOURCES, VARIANTS
+from kernels.megakernel.family import COMPILE_OPTIONS, GRID_SYNC_NAME_EXPRESSIONS, SOURCES, VARIANTS
 from kernels.megakernel.layout import THREADS, DecodeBuffers, shared_bytes
 
-COMPILE_OPTIONS = ("-std=c++17",)
 GRID_SYNC_MODES = ("cooperative_groups", "subset_barrier")  # grid_sync_loop<0>, <1>
 
 
@@ -147,7 +146,7 @@ class GridSyncCost:
 
         from pytest_gpuperf.compile import load_module
 
-        names = tuple(f"grid_sync_loop<{i}>" for i in range(len(GRID_SYNC_MODES)))
+        names = GRID_SYNC_NAME_EXPRESSIONS
         module = load_module(SOURCES[1], options=COMPILE_OPTIONS, name_expressions=names)
         self._functions = {mode: module.get_function(name).kernel for mode, name in zip(GRID_SYNC_MODES, names)}
         self.grid_blocks = grid_blocks

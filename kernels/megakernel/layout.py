@@ -33,12 +33,22 @@ PARTIAL_STRIDE = HEAD_DIM + 2
 
 def shared_bytes(config: ModelConfig) -> int:
     """Dynamic shared memory per block (kSharedBytes in megakernel.cu)."""
+    def round16(n: int) -> int:
+        return (n + 15) // 16 * 16
+
     max_k = max(config.hidden, config.q_dim, config.intermediate)
-    vec = (max_k * 4 + 15) // 16 * 16
+    vec = round16(max_k * 4)
     partial = max(4096, (THREADS // 32) * config.gqa * HEAD_DIM) * 4
     scores = config.gqa * ATTN_MAX_CHUNK * 4
     q = config.gqa * HEAD_DIM * 4
-    return vec + partial + scores + q + 64 * 4
+    misc = 64 * 4
+    # Used by the stream variant only: the K/V rows of the step, the block's residual rows, and the
+    # weight stream's segment table (4 GEMV slices per layer and the LM head).
+    kv_row = 2 * HEAD_DIM * 2
+    own = round16(config.hidden * 4)
+    segments = 4 * config.layers + 1
+    segment_table = round16(segments * 8) + round16(segments * 4)
+    return vec + partial + scores + q + misc + kv_row + own + segment_table
 
 
 def pack_weights(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -1,8 +1,10 @@
 // One persistent cooperative launch per decode token for a Qwen3-shaped model (batch 1).
 //
 // Every block of the grid walks the same phase list; grid_sync() (cooperative_groups) separates
-// phases whose inputs another block writes. The five variants share this source and one launch
-// harness; they differ only in the Variant<V> switches below (README.md: syncs per layer).
+// phases whose inputs another block writes. The six variants share this source and one launch
+// harness; they differ in the Variant<V> switches below (README.md: syncs per layer). Variants
+// 0-4 run decode_step; the stream variant (5) runs decode_step_stream, with its own GEMV
+// (stream_gemv) and attention unit, so the measured code of 0-4 stays as it was.
 //
 // Precision contract (reference.py follows it):
 //   weights, embedding, KV cache: bf16. Everything else is fp32: the residual stream, every
@@ -50,7 +52,7 @@ constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kGemvUnroll = 8;          // 16-byte weight loads in flight per thread
 constexpr int kAttnTile = kThreads / 16;  // keys per tile: 16 threads x 8 dims cover one key row
-constexpr int kAttnUnroll = 4;          // key/value tiles loaded before first use
+constexpr int kAttnUnroll = 4;          // key/value tiles loaded before first use (2 in the stream variant)
 constexpr int kAttnMaxChunk = 1024;     // most keys one attention unit takes
 constexpr int kPartialStride = kHeadDim + 2;  // split-attention record: o[128], max, sum
 constexpr int kGridWordSlot = 2 * kKVHeads;   // counters[]: the own grid barrier's word
@@ -105,26 +107,33 @@ struct MegakernelParams {
 // norm_partials:  O/down epilogues publish per-block sums of squares; the next RMSNorm adds them
 //                 instead of reducing the whole vector again.
 // prefetch:       L2 prefetch of each block's next weight slice and KV range, and ahead in the LM head.
+// stream:         one register pipeline carries every weight load of the step, across phases and
+//                 grid barriers (stream_gemv); attention issues its K/V loads before the queries
+//                 are ready; the block keeps its residual rows in shared memory.
 template <int V> struct Variant;
 template <> struct Variant<0> {  // baseline: 8 grid syncs per layer
     static constexpr bool redundant_norm = false, head_groups = false, fused_qk = false,
-                          norm_partials = false, prefetch = false;
+                          norm_partials = false, prefetch = false, stream = false;
 };
 template <> struct Variant<1> {  // redundant RMSNorm: 6
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = false,
-                          norm_partials = false, prefetch = false;
+                          norm_partials = false, prefetch = false, stream = false;
 };
 template <> struct Variant<2> {  // head-based: 4 grid syncs + 2 group barriers
     static constexpr bool redundant_norm = true, head_groups = true, fused_qk = false,
-                          norm_partials = false, prefetch = false;
+                          norm_partials = false, prefetch = false, stream = false;
 };
 template <> struct Variant<3> {  // fused phases: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false;
+                          norm_partials = true, prefetch = false, stream = false;
 };
 template <> struct Variant<4> {  // fused phases + L2 prefetch: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = true;
+                          norm_partials = true, prefetch = true, stream = false;
+};
+template <> struct Variant<5> {  // fused phases + weight stream across the barriers: 5
+    static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
+                          norm_partials = true, prefetch = false, stream = true;
 };
 
 // ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
@@ -133,12 +142,22 @@ constexpr int kStatsSlot = 32;  // misc[32 ..): softmax (max, sum) per q head
 constexpr int kFlagSlot = 63;   // misc[63]: "this block combines" flag
 static_assert(kStatsSlot + 2 * kGqa <= kFlagSlot, "softmax statistics overlap the flag");
 
+// The weight stream (stream variant): every GEMV slice a block reads in one step, in order: per
+// layer QKV, O, gate/up, down, then the LM head.
+constexpr int kStreamSegments = 4 * kLayers + 1;
+
 __host__ __device__ constexpr int round16(int bytes) { return (bytes + 15) / 16 * 16; }
 constexpr int kVecBytes = round16(kMaxK * 4);
 constexpr int kPartialBytes = kPartialFloats * 4;
 constexpr int kScoresBytes = kGqa * kAttnMaxChunk * 4;
 constexpr int kQBytes = kGqa * kHeadDim * 4;
-constexpr int kSharedBytes = kVecBytes + kPartialBytes + kScoresBytes + kQBytes + kMiscFloats * 4;
+// Regions below are used by the stream variant only (the other variants' regions keep their offsets).
+constexpr int kKvRowBytes = 2 * kHeadDim * 2;                        // the K and V rows written this step (bf16)
+constexpr int kOwnBytes = round16(kHidden * 4);                       // the block's residual rows
+constexpr int kSegBaseBytes = round16(kStreamSegments * 8);           // stream segment addresses
+constexpr int kSegChunksBytes = round16(kStreamSegments * 4);         // stream segment sizes (16-byte chunks)
+constexpr int kSharedBytes = kVecBytes + kPartialBytes + kScoresBytes + kQBytes + kMiscFloats * 4 + kKvRowBytes +
+                             kOwnBytes + kSegBaseBytes + kSegChunksBytes;
 
 struct Shared {
     float* vec;      // GEMV input vector, permuted by vec_slot
@@ -146,6 +165,10 @@ struct Shared {
     float* scores;   // [gqa][kAttnMaxChunk]
     float* q;        // [gqa][128]
     float* misc;     // reduction scratch, softmax statistics, flag
+    bf16_t* kv_row;  // [2][128]: K and V of the current position, as written to the cache (stream)
+    float* own;      // [hidden]: the residual rows this block updates, by row index (stream)
+    unsigned long long* seg_base;  // [kStreamSegments]: first byte of the block's slice (stream)
+    int* seg_chunks;               // [kStreamSegments]: 16-byte chunks in the block's slice (stream)
 };
 
 __device__ __forceinline__ Shared carve_shared() {
@@ -156,6 +179,11 @@ __device__ __forceinline__ Shared carve_shared() {
     s.scores = reinterpret_cast<float*>(base + kVecBytes + kPartialBytes);
     s.q = reinterpret_cast<float*>(base + kVecBytes + kPartialBytes + kScoresBytes);
     s.misc = reinterpret_cast<float*>(base + kVecBytes + kPartialBytes + kScoresBytes + kQBytes);
+    unsigned char* extra = base + kVecBytes + kPartialBytes + kScoresBytes + kQBytes + kMiscFloats * 4;
+    s.kv_row = reinterpret_cast<bf16_t*>(extra);
+    s.own = reinterpret_cast<float*>(extra + kKvRowBytes);
+    s.seg_base = reinterpret_cast<unsigned long long*>(extra + kKvRowBytes + kOwnBytes);
+    s.seg_chunks = reinterpret_cast<int*>(extra + kKvRowBytes + kOwnBytes + kSegBaseBytes);
     return s;
 }
 
@@ -333,6 +361,213 @@ __device__ __forceinline__ void prefetch_rows(const bf16_t* W, int row0, int nro
     for (unsigned off = 0; off < bytes; off += kPiece) prefetch_l2_async(p + off, min(kPiece, bytes - off));
 }
 
+// ---- the weight stream (stream variant) ------------------------------------------------------
+// Weights do not depend on activations, so a block can fetch the next phase's weights before the
+// grid barrier that starts it. stream_gemv keeps kStreamDepth 16-byte loads per thread in flight
+// at all times, in registers: consuming slot u issues the load of the next chunk that slot
+// carries, which near the end of a slice is a chunk of the block's next slice (the next phase,
+// or the one after when a thread has no chunk u in the next). The loads then fly during the
+// epilogue, the grid barrier, the RMSNorm or the attention that separate the phases, and each
+// GEMV starts with its data in registers instead of paying a DRAM round trip after the barrier.
+//
+// Warp 0 carries no weight loads: the grid barrier's arrival (thread 0: MEMBAR.ALL.GPU, ERRBAR,
+// then the atomic) waits for the warp's outstanding memory operations, which would put a DRAM
+// round trip back in front of every barrier. For the same reason the stream variant executes no
+// fence in warps 1-15 (its combine and KV-row code fence in thread 0 only).
+constexpr int kStreamThreads = kThreads - 32;                 // warps 1 .. kWarps - 1
+constexpr int kStreamDepth = 8;  // loads in flight per streaming thread (10 already spills registers)
+constexpr int kStreamRound = kStreamThreads * kStreamDepth;   // chunks per round of a block
+static_assert(kStreamThreads % 32 == 0, "the stream is made of whole warps");
+
+// Chunk k of a thread in a slice is flat chunk lane + kStreamThreads * k (lane = threadIdx.x - 32).
+// A slice has a multiple of 32 chunks per row, so a warp's 32 chunks always lie in one row, and
+// the number of chunks a thread owns is the same for the 32 lanes of a warp.
+__device__ __forceinline__ int stream_lane() { return static_cast<int>(threadIdx.x) - 32; }
+
+__device__ __forceinline__ int stream_count(int nchunks, int lane) {
+    return lane >= 0 && lane < nchunks ? (nchunks - 1 - lane) / kStreamThreads + 1 : 0;
+}
+
+struct StreamSlice {
+    const bf16_t* base;  // first element of the block's rows
+    int row0, nrows;     // the rows, as the epilogue numbers them
+    int nchunks;         // 16-byte chunks
+};
+
+// Segment `seg` of this block's weight stream: per layer QKV, O, gate/up (interleaved rows), down;
+// then the LM head. Row splits are those of the other variants.
+__device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, int seg) {
+    const int nb = gridDim.x, b = blockIdx.x;
+    StreamSlice x;
+    if (seg >= 4 * kLayers) {
+        split_range(static_cast<int>(P.vocab), b, nb, &x.row0, &x.nrows);
+        x.base = P.embed + static_cast<size_t>(x.row0) * kHidden;
+        x.nchunks = x.nrows * (kHidden / 8);
+        return x;
+    }
+    const size_t layer = static_cast<size_t>(seg / 4);
+    switch (seg % 4) {
+        case 0:
+            split_range(kQkvRows, b, nb, &x.row0, &x.nrows);
+            x.base = P.w_qkv + (layer * kQkvRows + x.row0) * kHidden;
+            x.nchunks = x.nrows * (kHidden / 8);
+            break;
+        case 1:
+            split_range(kHidden, b, nb, &x.row0, &x.nrows);
+            x.base = P.w_o + (layer * kHidden + x.row0) * kQDim;
+            x.nchunks = x.nrows * (kQDim / 8);
+            break;
+        case 2:
+            split_range(kInter, b, nb, &x.row0, &x.nrows);
+            x.row0 *= 2;
+            x.nrows *= 2;
+            x.base = P.w_gate_up + (layer * 2 * kInter + x.row0) * kHidden;
+            x.nchunks = x.nrows * (kHidden / 8);
+            break;
+        default:
+            split_range(kHidden, b, nb, &x.row0, &x.nrows);
+            x.base = P.w_down + (layer * kHidden + x.row0) * kInter;
+            x.nchunks = x.nrows * (kInter / 8);
+            break;
+    }
+    return x;
+}
+
+// The chunk slot u carries after segment `seg`: chunk u of the first later segment in which this
+// thread owns more than u chunks (slot u carries the chunks k = u mod kStreamDepth of every
+// segment), or nullptr at the end of the stream.
+__device__ __forceinline__ const bf16_t* stream_next(const Shared& s, int seg, int u, int lane) {
+    for (int t = seg + 1; t < kStreamSegments; ++t) {
+        if (u < stream_count(s.seg_chunks[t], lane))
+            return reinterpret_cast<const bf16_t*>(s.seg_base[t]) + static_cast<size_t>(lane + kStreamThreads * u) * 8;
+    }
+    return nullptr;
+}
+
+// The block's segment table (shared memory), then the first chunk of every slot in flight.
+__device__ __forceinline__ void stream_start(const MegakernelParams& P, const Shared& s, uint4 (&w)[kStreamDepth]) {
+    for (int i = threadIdx.x; i < kStreamSegments; i += kThreads) {
+        const StreamSlice x = stream_slice(P, i);
+        s.seg_base[i] = reinterpret_cast<unsigned long long>(x.base);
+        s.seg_chunks[i] = x.nchunks;
+    }
+    __syncthreads();
+    const int lane = stream_lane();
+#pragma unroll
+    for (int u = 0; u < kStreamDepth; ++u) {
+        w[u] = make_uint4(0u, 0u, 0u, 0u);
+        const bf16_t* p = stream_next(s, -1, u, lane);
+        if (p != nullptr) w[u] = load_weights_16B(p);
+    }
+}
+
+// Sums of kStreamDepth values over the 32 lanes of a warp (a reduce-scatter): halving the set of
+// values each lane keeps at every butterfly step, lane l ends with the total of value
+// l / (32 / kStreamDepth). The same sums as kStreamDepth warp_sum calls, added in another order.
+__device__ __forceinline__ float warp_sum_transposed(const float (&v)[kStreamDepth]) {
+    static_assert(kStreamDepth == 8, "the butterfly below is written for 8 values");
+    const int lane = threadIdx.x & 31;
+    float a[4], b[2];
+    const bool hi16 = lane & 16, hi8 = lane & 8, hi4 = lane & 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // lanes 16-31 keep values 4-7, lanes 0-15 values 0-3
+        const float send = hi16 ? v[i] : v[i + 4];
+        a[i] = (hi16 ? v[i + 4] : v[i]) + __shfl_xor_sync(kFullMask, send, 16);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const float send = hi8 ? a[i] : a[i + 2];
+        b[i] = (hi8 ? a[i + 2] : a[i]) + __shfl_xor_sync(kFullMask, send, 8);
+    }
+    const float send = hi4 ? b[0] : b[1];
+    float c = (hi4 ? b[1] : b[0]) + __shfl_xor_sync(kFullMask, send, 4);
+    c += __shfl_xor_sync(kFullMask, c, 2);
+    c += __shfl_xor_sync(kFullMask, c, 1);
+    return c;  // value index: 4 * hi16 + 2 * hi8 + hi4 = lane / 4
+}
+
+// Rows per GEMV tile of the stream: the segment sums fit kPartialFloats, a tile holds whole
+// outputs, and a full tile is a whole number of rounds (so tiles end at the same k for every thread).
+__host__ __device__ constexpr int stream_tile_rows(int chunks_per_row, int segs, int rows_per_out) {
+    int rows = kPartialFloats / segs / rows_per_out * rows_per_out;
+    while (rows > 0 && (rows * chunks_per_row) % kStreamRound != 0) rows -= rows_per_out;
+    return rows;
+}
+
+// block_gemv's computation on segment `seg` of the stream: the slot registers w[] hold this
+// segment's first chunks on entry and the following segments' on return.
+template <int kK, int kRowsPerOut, typename Epilogue>
+__device__ __forceinline__ float stream_gemv(uint4 (&w)[kStreamDepth], int seg, const StreamSlice& slice,
+                                             const float* x_s, const Shared& s, Epilogue epilogue) {
+    constexpr int kChunksPerRow = kK / 8;
+    constexpr int kSegs = kK / 256;
+    constexpr int kTileRows = stream_tile_rows(kChunksPerRow, kSegs, kRowsPerOut);
+    constexpr int kTileK = kTileRows * kChunksPerRow / kStreamThreads;  // a thread's chunks per full tile
+    static_assert(kTileRows >= kRowsPerOut, "stream GEMV tile holds no output");
+    static_assert(kTileK % kStreamDepth == 0, "stream tiles must end on a round");
+    const int tid = threadIdx.x;
+    const int wlane = tid & 31;
+    const int lane = stream_lane();
+    const int n = stream_count(slice.nchunks, lane);
+    const bf16_t* lane_base = slice.base + 8 * max(lane, 0);  // chunk k: lane_base + k * kStreamThreads * 8
+    float* part_s = s.partial;
+    float epilogue_sum = 0.f;
+
+    for (int tile0 = 0, k_begin = 0; tile0 < slice.nrows; tile0 += kTileRows, k_begin += kTileK) {
+        const int rows = min(kTileRows, slice.nrows - tile0);
+        const int k_end = min(k_begin + kTileK, n);
+        const int tile_chunk0 = tile0 * kChunksPerRow;
+        for (int k0 = k_begin; k0 < k_end; k0 += kStreamDepth) {
+            float dot[kStreamDepth];
+#pragma unroll
+            for (int u = 0; u < kStreamDepth; ++u) {
+                const int k = k0 + u;
+                dot[u] = 0.f;
+                if (k < k_end) {  // uniform per warp (stream_count is)
+                    const unsigned col8 = static_cast<unsigned>(lane + kStreamThreads * k - tile_chunk0) % kChunksPerRow;
+                    const float4 xlo = reinterpret_cast<const float4*>(x_s)[col8];
+                    const float4 xhi = reinterpret_cast<const float4*>(x_s + kVecHalf)[col8];
+                    dot[u] = dot8_bf16_f32(w[u], xlo, xhi);
+                    if (k + kStreamDepth < n) {
+                        w[u] = load_weights_16B(lane_base + static_cast<size_t>(k + kStreamDepth) * (kStreamThreads * 8));
+                    } else {  // the slot moves on to a later segment (or the stream ends)
+                        const bf16_t* next = stream_next(s, seg, u, lane);
+                        if (next != nullptr) w[u] = load_weights_16B(next);
+                    }
+                }
+            }
+            // The warp's kStreamDepth segment sums at once: lane l ends with the sum of slot
+            // (l / (32 / kStreamDepth)), in 9 shuffles instead of 8 x 5.
+            const float sum = warp_sum_transposed(dot);
+            constexpr int kLanesPerSum = 32 / kStreamDepth;
+            const int u = wlane / kLanesPerSum;
+            const int k = k0 + u;
+            if (wlane % kLanesPerSum == 0 && k < k_end) {
+                // Any lane's chunk lies in the warp's row and 256-column segment.
+                const unsigned c = static_cast<unsigned>(lane + kStreamThreads * k - tile_chunk0);
+                const unsigned r = c / kChunksPerRow;
+                const unsigned col8 = c - r * kChunksPerRow;
+                part_s[(col8 >> 5) * kTileRows + r] = sum;
+            }
+        }
+        __syncthreads();
+        const int outputs = rows / kRowsPerOut;
+        for (int o = tid; o < outputs; o += kThreads) {
+            float v[kRowsPerOut];
+#pragma unroll
+            for (int q = 0; q < kRowsPerOut; ++q) {
+                float acc = 0.f;
+#pragma unroll
+                for (int sg = 0; sg < kSegs; ++sg) acc += part_s[sg * kTileRows + o * kRowsPerOut + q];
+                v[q] = acc;
+            }
+            epilogue_sum += epilogue(slice.row0 + tile0 + o * kRowsPerOut, v);
+        }
+        __syncthreads();  // part_s is rewritten by the next tile
+    }
+    return epilogue_sum;
+}
+
 // ---- QK-norm + RoPE + KV-cache write ----------------------------------------------------------
 // One warp handles one 128-element head; lane l holds elements l, l + 32, l + 64, l + 96, so both
 // RoPE pairs (i, i + 64) of a lane are its own: out[i] = x[i] c_i - x[i+64] s_i and
@@ -361,14 +596,20 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
 
 // Task r of kv head g, run by one warp: r < gqa is q head g * gqa + r (normalised and rotated into
 // q_dst, 128 floats); r == gqa is k, r == gqa + 1 is v (both stored as bf16 in the cache row of
-// `position`).
-__device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, int position, int g, int r, float* q_dst) {
+// `position`; with kToShared also into row_s, 128 bf16, for the stream variant's attention).
+template <bool kToShared = false>
+__device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, int position, int g, int r, float* q_dst,
+                                        bf16_t* row_s = nullptr) {
     const int lane = threadIdx.x & 31;
     const float* raw = P.qkv + g * kGroupRows + r * kHeadDim;
     if (r == kGqa + 1) {
         bf16_t* dst = P.v_cache + kv_offset(P, layer, g, position);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) dst[lane + 32 * j] = float_to_bf16(load_l2_f32(raw + lane + 32 * j));
+        for (int j = 0; j < 4; ++j) {
+            const bf16_t v = float_to_bf16(load_l2_f32(raw + lane + 32 * j));
+            dst[lane + 32 * j] = v;
+            if (kToShared) row_s[lane + 32 * j] = v;
+        }
         return;
     }
     const bool is_q = r < kGqa;
@@ -381,7 +622,11 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
     } else {
         bf16_t* dst = P.k_cache + kv_offset(P, layer, g, position);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) dst[lane + 32 * j] = float_to_bf16(out[j]);
+        for (int j = 0; j < 4; ++j) {
+            const bf16_t k = float_to_bf16(out[j]);
+            dst[lane + 32 * j] = k;
+            if (kToShared) row_s[lane + 32 * j] = k;
+        }
     }
 }
 
@@ -454,13 +699,82 @@ __device__ __forceinline__ void combine_if_last(const MegakernelParams& P, int g
     if (threadIdx.x == 0) P.counters[g] = 0u;
 }
 
+// combine_if_last for the stream variant. Only thread 0 fences (warps 1-15 may have weight loads
+// in flight, which a fence would wait for), as in cooperative_groups' barrier: the block's record
+// writes are ordered before thread 0's release by __syncthreads. The last unit merges online with
+// two threads per output (each takes every other unit, then they merge by a shuffle), loading
+// kCombineBatch units' records per round trip instead of one unit after another.
+// Units loaded per round trip. 8 spills registers on sm_90 with the weight stream live, 4 on sm_80.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr int kCombineBatch = 2;
+#else
+constexpr int kCombineBatch = 4;
+#endif
+static_assert((2 * kGqa * kHeadDim) % 32 == 0, "the combine's thread pairs fill whole warps");
+
+__device__ __forceinline__ void combine_if_last_stream(const MegakernelParams& P, int g, int units, const Shared& s) {
+    __syncthreads();
+    int* flag = reinterpret_cast<int*>(s.misc + kFlagSlot);
+    if (threadIdx.x == 0) {
+        fence_gpu();  // release: this unit's record
+        const bool last = atomicAdd(P.counters + g, 1u) == static_cast<unsigned>(units - 1);
+        if (last) fence_gpu();  // acquire: the other units' records
+        *flag = last;
+    }
+    __syncthreads();
+    if (!*flag) return;
+    constexpr int kUnitStride = kGqa * kPartialStride;
+    for (int t = threadIdx.x; t < 2 * kGqa * kHeadDim; t += kThreads) {  // uniform per warp
+        const int o = t >> 1, half = t & 1;
+        const int h = o / kHeadDim, d = o % kHeadDim;
+        const float* rec = P.attn_partial + static_cast<size_t>(g) * units * kUnitStride + h * kPartialStride;
+        float m = -3.402823466e38f, l = 0.f, acc = 0.f;
+        for (int v0 = half; v0 < units; v0 += 2 * kCombineBatch) {
+            float mv[kCombineBatch], lv[kCombineBatch], ov[kCombineBatch];
+#pragma unroll
+            for (int i = 0; i < kCombineBatch; ++i) {
+                const int v = v0 + 2 * i;
+                if (v < units) {
+                    const float* r = rec + v * kUnitStride;
+                    mv[i] = load_l2_f32(r + kHeadDim);
+                    lv[i] = load_l2_f32(r + kHeadDim + 1);
+                    ov[i] = load_l2_f32(r + d);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < kCombineBatch; ++i) {
+                if (v0 + 2 * i < units) {
+                    const float m_new = fmaxf(m, mv[i]);
+                    const float keep = expf(m - m_new), add = expf(mv[i] - m_new);
+                    acc = fmaf(acc, keep, add * ov[i]);
+                    l = fmaf(l, keep, add * lv[i]);
+                    m = m_new;
+                }
+            }
+        }
+        const float m2 = __shfl_xor_sync(kFullMask, m, 1);
+        const float l2 = __shfl_xor_sync(kFullMask, l, 1);
+        const float acc2 = __shfl_xor_sync(kFullMask, acc, 1);
+        const float m_all = fmaxf(m, m2);
+        const float keep = expf(m - m_all), keep2 = expf(m2 - m_all);
+        if (half == 0) {
+            P.attn_out[(g * kGqa + h) * kHeadDim + d] = fmaf(acc, keep, acc2 * keep2) / fmaf(l, keep, l2 * keep2);
+        }
+    }
+    if (threadIdx.x == 0) P.counters[g] = 0u;
+}
+
 // Attention of kv head g's kGqa query heads over keys [u * chunk, min((u + 1) * chunk, position + 1)).
 // Thread t covers key slot t / 16 of each 32-key tile and dims 8 * (t % 16) .. + 8, so one tile
 // of K (or V) is one coalesced 16-byte load per thread. Scores go to shared memory; the softmax
 // is exact within the unit; several units per head are merged by combine_if_last.
-template <bool kFusedQk>
+// kStream (stream variant, units too long for attention_unit_preloaded): no fence in warps 1-15
+// (the K/V rows written here are read back by this block only, after __syncthreads), and the
+// stream combine.
+template <bool kFusedQk, bool kStream = false>
 __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int layer, int position, int g, int u,
                                                AttentionSplit split, const Shared& s) {
+    constexpr int kAttnUnroll = kStream ? 2 : mk::kAttnUnroll;  // registers are scarce with the weight stream live
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int start = u * split.chunk;
     const int n = min(split.chunk, position + 1 - start);
@@ -475,7 +789,7 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
             qk_task(P, layer, position, g, warp, s.q + warp * kHeadDim);
         } else if (warp < kGqa + 2 && u == split.units - 1) {
             qk_task(P, layer, position, g, warp, nullptr);
-            fence_gpu();
+            if (!kStream) fence_gpu();
         }
     } else {
         for (int i = tid; i < kGqa * kHeadDim; i += kThreads) s.q[i] = load_l2_f32(P.q_rot + g * kGqa * kHeadDim + i);
@@ -584,7 +898,140 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
             }
         }
     }
-    if (split.units > 1) combine_if_last(P, g, split.units, s);
+    if (split.units > 1) {
+        if (kStream) {
+            combine_if_last_stream(P, g, split.units, s);
+        } else {
+            combine_if_last(P, g, split.units, s);
+        }
+    }
+    __syncthreads();  // shared buffers are reused by the next unit
+}
+
+// The stream variant's attention unit when it has at most kAttnPreloadTiles tiles of keys (every
+// unit up to 1024 keys on a 132-block grid): all of its K and V loads are issued first, so they
+// fly while the queries are normalised and rotated. The row of the current position, written by
+// this unit in the prologue, comes from shared memory (the copy loaded beforehand is stale). Same
+// arithmetic as attention_unit; q is read from shared memory per tile, as registers are scarce
+// with the weight stream live.
+constexpr int kAttnPreloadTiles = 2;
+
+__device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams& P, int layer, int position, int g,
+                                                         int u, AttentionSplit split, const Shared& s) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int slot = tid >> 4, dc = tid & 15;
+    const int start = u * split.chunk;
+    const int n = min(split.chunk, position + 1 - start);
+    const bool writes_row = u == split.units - 1;  // key n - 1 is `position`
+    const size_t head = kv_offset(P, layer, g, 0);
+    const bf16_t* keys = P.k_cache + head + static_cast<size_t>(start) * kHeadDim;
+    const bf16_t* values = P.v_cache + head + static_cast<size_t>(start) * kHeadDim;
+
+    // 0. Keys and values in flight.
+    uint4 kr[kAttnPreloadTiles], vr[kAttnPreloadTiles];
+#pragma unroll
+    for (int a = 0; a < kAttnPreloadTiles; ++a) {
+        const int j = a * kAttnTile + slot;
+        kr[a] = make_uint4(0u, 0u, 0u, 0u);
+        vr[a] = make_uint4(0u, 0u, 0u, 0u);
+        if (j < n) {
+            kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
+            vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
+        }
+    }
+
+    // 1. Queries (shared memory); the last unit's warps kGqa, kGqa + 1 write the K and V rows of
+    //    `position` to the cache and to s.kv_row.
+    if (warp < kGqa) {
+        qk_task(P, layer, position, g, warp, s.q + warp * kHeadDim);
+    } else if (warp < kGqa + 2 && writes_row) {
+        qk_task<true>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim);
+    }
+    __syncthreads();
+    if (writes_row) {
+#pragma unroll
+        for (int a = 0; a < kAttnPreloadTiles; ++a) {
+            if (a * kAttnTile + slot == n - 1) {
+                kr[a] = reinterpret_cast<const uint4*>(s.kv_row)[dc];
+                vr[a] = reinterpret_cast<const uint4*>(s.kv_row + kHeadDim)[dc];
+            }
+        }
+    }
+
+    // 2. Scores q.k / sqrt(128).
+#pragma unroll
+    for (int a = 0; a < kAttnPreloadTiles; ++a) {
+        const int j = a * kAttnTile + slot;
+#pragma unroll
+        for (int h = 0; h < kGqa; ++h) {
+            const float4 lo = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc];
+            const float4 hi = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc + 1];
+            const float d = half_warp_sum(dot8_bf16_f32(kr[a], lo, hi));
+            if (dc == 0 && j < n) s.scores[h * kAttnMaxChunk + j] = d * kAttnScale;
+        }
+    }
+    __syncthreads();
+
+    // 3. Softmax statistics per q head; scores become e^(s - max).
+    if (warp < kGqa) {
+        float* sc = s.scores + warp * kAttnMaxChunk;
+        float m = -3.402823466e38f;
+        for (int j = lane; j < n; j += 32) m = fmaxf(m, sc[j]);
+        m = warp_max(m);
+        float l = 0.f;
+        for (int j = lane; j < n; j += 32) {
+            const float e = expf(sc[j] - m);
+            sc[j] = e;
+            l += e;
+        }
+        l = warp_sum(l);
+        if (lane == 0) {
+            s.misc[kStatsSlot + 2 * warp] = m;
+            s.misc[kStatsSlot + 2 * warp + 1] = l;
+        }
+    }
+    __syncthreads();
+
+    // 4. Sum of e^(s - max) * v over the unit's keys, one q head at a time (fewer live registers).
+#pragma unroll
+    for (int h = 0; h < kGqa; ++h) {
+        float acc[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] = 0.f;
+#pragma unroll
+        for (int a = 0; a < kAttnPreloadTiles; ++a) {
+            const int j = a * kAttnTile + slot;
+            if (j < n) axpy8_bf16(acc, s.scores[h * kAttnMaxChunk + j], vr[a]);
+        }
+        // Lanes l and l + 16 hold the same dims for two key slots; then the warps' sums meet in smem.
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] += __shfl_xor_sync(kFullMask, acc[i], 16);
+        if (lane < 16) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = acc[i];
+        }
+    }
+    __syncthreads();
+
+    // 5. The unit's output (one unit per head) or its record for the combine.
+    for (int o = tid; o < kGqa * kHeadDim; o += kThreads) {
+        const int h = o / kHeadDim, d = o % kHeadDim;
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
+        const float m = s.misc[kStatsSlot + 2 * h], l = s.misc[kStatsSlot + 2 * h + 1];
+        if (split.units == 1) {
+            P.attn_out[(g * kGqa + h) * kHeadDim + d] = sum / l;
+        } else {
+            float* rec = P.attn_partial + (static_cast<size_t>(g * split.units + u) * kGqa + h) * kPartialStride;
+            rec[d] = sum;
+            if (d == 0) {
+                rec[kHeadDim] = m;
+                rec[kHeadDim + 1] = l;
+            }
+        }
+    }
+    if (split.units > 1) combine_if_last_stream(P, g, split.units, s);
     __syncthreads();  // shared buffers are reused by the next unit
 }
 
@@ -724,6 +1171,91 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
     block_gemv<kHidden, 1>(P.embed, r0, nr, s.vec, s.partial, T::prefetch, store_logit);
 }
 
+
+// The stream variant's decode step: the phases and grid syncs of `fused` (5 per layer), with every
+// weight load carried by the register stream w[] (loads for a phase are issued while the phase
+// before it finishes), attention loading K/V before its queries, and each block's residual rows
+// kept in shared memory (the O and down epilogues of a block update the same rows, so they need
+// not read them back from L2).
+template <int kVariant>
+__device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, const int token, const int position) {
+    using T = Variant<kVariant>;
+    static_assert(T::stream && T::fused_qk && T::norm_partials && T::redundant_norm && !T::head_groups,
+                  "the stream step implements the fused phase list");
+    const Shared s = carve_shared();
+    const int nb = gridDim.x, b = blockIdx.x;
+    const AttentionSplit split = attention_split(position + 1, nb / kKVHeads);
+    const int attention_units = kKVHeads * split.units;
+
+    uint4 w[kStreamDepth];
+    stream_start(P, s, w);  // layer 0's QKV weights are in flight from here on
+
+    {
+        int r0, nr;
+        split_range(kHidden, b, nb, &r0, &nr);
+        for (int i = r0 + threadIdx.x; i < r0 + nr; i += kThreads) {
+            const float x = bf16_to_float(P.embed[static_cast<size_t>(token) * kHidden + i]);
+            s.own[i] = x;
+            P.residual[i] = x;
+        }
+    }
+
+    auto store_qkv = [&](int row, const float* v) { P.qkv[row] = v[0]; return 0.f; };
+    auto add_to_residual = [&](int row, const float* v) {
+        const float x = s.own[row] + v[0];
+        s.own[row] = x;
+        P.residual[row] = x;
+        return x * x;
+    };
+    auto swiglu = [&](int row, const float* v) {
+        const float gate = v[0], up = v[1];
+        P.act[row >> 1] = gate / (1.0f + expf(-gate)) * up;
+        return 0.f;
+    };
+
+    for (int layer = 0; layer < kLayers; ++layer) {
+        // QKV projection (the input RMSNorm is computed by every block).
+        rmsnorm_into_vec<T>(P, layer == 0, token, P.norm_in + layer * kHidden, s);
+        stream_gemv<kHidden, 1>(w, 4 * layer, stream_slice(P, 4 * layer), s.vec, s, store_qkv);
+        grid_sync(P.counters + kGridWordSlot);
+
+        // Attention with QK-norm, RoPE and the KV-cache write in its prologue.
+        for (int u = b; u < attention_units; u += nb) {
+            if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
+                attention_unit_preloaded(P, layer, position, u / split.units, u % split.units, split, s);
+            else
+                attention_unit<true, true>(P, layer, position, u / split.units, u % split.units, split, s);
+        }
+        grid_sync(P.counters + kGridWordSlot);
+
+        // O-projection + residual, publishing the next RMSNorm's partial sums of squares.
+        load_vector_to_shared(P.attn_out, kQDim, s.vec);
+        {
+            const StreamSlice x = stream_slice(P, 4 * layer + 1);
+            publish_sumsq(P, stream_gemv<kQDim, 1>(w, 4 * layer + 1, x, s.vec, s, add_to_residual), x.nrows, s.misc);
+        }
+        grid_sync(P.counters + kGridWordSlot);
+
+        // Post-attention RMSNorm, gate/up, SiLU * up.
+        rmsnorm_into_vec<T>(P, false, token, P.norm_post + layer * kHidden, s);
+        stream_gemv<kHidden, 2>(w, 4 * layer + 2, stream_slice(P, 4 * layer + 2), s.vec, s, swiglu);
+        grid_sync(P.counters + kGridWordSlot);
+
+        // Down projection + residual.
+        load_vector_to_shared(P.act, kInter, s.vec);
+        {
+            const StreamSlice x = stream_slice(P, 4 * layer + 3);
+            publish_sumsq(P, stream_gemv<kInter, 1>(w, 4 * layer + 3, x, s.vec, s, add_to_residual), x.nrows, s.misc);
+        }
+        grid_sync(P.counters + kGridWordSlot);
+    }
+
+    // Final RMSNorm and the tied LM head.
+    rmsnorm_into_vec<T>(P, kLayers == 0, token, P.norm_final, s);
+    auto store_logit = [&](int row, const float* v) { P.logits[row] = v[0]; return 0.f; };
+    stream_gemv<kHidden, 1>(w, 4 * kLayers, stream_slice(P, 4 * kLayers), s.vec, s, store_logit);
+}
+
 }  // namespace mk
 
 // Bytes of dynamic shared memory each block needs (launch.py computes the same number; a GPU test
@@ -735,7 +1267,11 @@ __device__ int mk_shared_bytes = mk::kSharedBytes;
 template <int kVariant>
 __global__ void __launch_bounds__(mk::kThreads, 1)
     megakernel_decode(const __grid_constant__ mk::MegakernelParams params, const int token, const int position) {
-    mk::decode_step<kVariant>(params, token, position);
+    if constexpr (mk::Variant<kVariant>::stream) {
+        mk::decode_step_stream<kVariant>(params, token, position);
+    } else {
+        mk::decode_step<kVariant>(params, token, position);
+    }
 }
 
 template __global__ void megakernel_decode<0>(const __grid_constant__ mk::MegakernelParams, const int, const int);
@@ -743,3 +1279,4 @@ template __global__ void megakernel_decode<1>(const __grid_constant__ mk::Megake
 template __global__ void megakernel_decode<2>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<3>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<4>(const __grid_constant__ mk::MegakernelParams, const int, const int);
+template __global__ void megakernel_decode<5>(const __grid_constant__ mk::MegakernelParams, const int, const int);

@@ -5,8 +5,10 @@
 1. correctness spot check: every variant vs the float32 reference, full model, two positions;
 2. the cost of one grid barrier (cooperative_groups and the subset barrier);
 3. ms/token of every variant at every perf position, bandwidth and roofline fraction;
-4. the Hugging Face transformers peer (static cache, CUDA graph) where torch/transformers import.
-Prints a table last and writes every figure to --out as JSON.
+4. the Hugging Face transformers peer (static cache, CUDA graph) where torch/transformers import,
+   timed only after its logits match ours (hf_peer.check_logits);
+5. a summary of about 25 lines at the very end (table, best variant, the issue's targets).
+Writes every figure to --out as JSON.
 """
 from __future__ import annotations
 
@@ -21,7 +23,16 @@ from typing import Any
 import numpy as np
 
 from kernels.megakernel.config import QWEN3_0_6B
-from kernels.megakernel.family import KV_TOLERANCE, LOGIT_TOLERANCE, MAX_SEQ, PERF_POSITIONS, VARIANTS
+from kernels.megakernel.family import (
+    HF_CHECK_STEPS,
+    ISSUE_TARGETS,
+    KV_TOLERANCE,
+    LOGIT_TOLERANCE,
+    MAX_SEQ,
+    PERF_POSITIONS,
+    ROOFLINE_POSITIONS,
+    VARIANTS,
+)
 from kernels.megakernel.reference import ReferenceModel, bf16_bits_to_float, make_weights, random_kv_cache
 
 CHECK_POSITIONS = (7, 600)
@@ -114,8 +125,16 @@ def time_variants(mk: Any, positions: tuple[int, ...], bandwidth: float, out: di
                   f"x{row['speedup_vs_baseline']:.3f} vs baseline ({m.method})", flush=True)
 
 
+def best_variant(out: dict[str, Any], position: int) -> str | None:
+    """The fastest variant timed at ``position`` in this run among those that passed every check."""
+    failed = {c["variant"] for c in out["checks"] if not c["pass"]}
+    rows = [r for r in out["timings"] if r["position"] == position and r["variant"] not in failed]
+    return min(rows, key=lambda r: r["median_s"])["variant"] if rows else None
+
+
 def time_hf_peer(weights: dict[str, np.ndarray], k: np.ndarray, v: np.ndarray, mk: Any,
                  positions: tuple[int, ...], out: dict[str, Any]) -> None:
+    """Build the transformers peer, check it computes our logits, then time it at each position."""
     from kernels.megakernel import hf_peer
 
     reason = hf_peer.unavailable_reason()
@@ -126,54 +145,107 @@ def time_hf_peer(weights: dict[str, np.ndarray], k: np.ndarray, v: np.ndarray, m
     import cupy
     import transformers
 
-    record: dict[str, Any] = {"transformers": transformers.__version__, "timings": []}
+    record: dict[str, Any] = {"transformers": transformers.__version__, "timings": [], "checks": []}
     out["hf_peer"] = record
+    peer = None
     try:
         peer = hf_peer.HFStaticCachePeer(mk.config, weights, MAX_SEQ)
-        peer.set_kv_cache(k, v, MAX_SEQ)
-        check_position = CHECK_POSITIONS[0]
-        peer.set_step(TOKEN, check_position)
+        record["attn_implementation"] = peer.attn_implementation
+        ours_variant = best_variant(out, positions[0]) or "fused"
+        for token, position in HF_CHECK_STEPS:  # eager steps, then the graph at another position
+            mk.set_kv_cache(k, v)
+            ours = cupy.asnumpy(mk.step(ours_variant, token, position)).copy()
+            record["checks"].append({"variant": ours_variant, "graph": False,
+                                     **hf_peer.cross_check(peer, ours, k, v, token, position)})
+        peer.set_step(*HF_CHECK_STEPS[0])
         try:
             peer.capture()
             record["graph"] = True
+            token, position = HF_CHECK_STEPS[-1]
+            mk.set_kv_cache(k, v)
+            ours = cupy.asnumpy(mk.step(ours_variant, token, position)).copy()
+            record["checks"].append({"variant": ours_variant, "graph": True,
+                                     **hf_peer.cross_check(peer, ours, k, v, token, position)})
         except Exception as exc:  # keep going eagerly, and say why
             record["graph"] = False
             record["capture_error"] = f"{type(exc).__name__}: {exc}"
             print(f"HF peer: CUDA-graph capture failed, timing eager steps ({record['capture_error']})", flush=True)
-        peer.set_kv_cache(k, v, MAX_SEQ)
-        hf_logits = peer.step().float().cpu().numpy().reshape(-1)
         mk.set_kv_cache(k, v)
-        ours = cupy.asnumpy(mk.step("fused_prefetch", TOKEN, check_position))
-        record["cross_check"] = {"position": check_position,
-                                 "rel_l2_vs_megakernel": float(np.linalg.norm(hf_logits - ours) / np.linalg.norm(ours)),
-                                 "same_argmax": bool(np.argmax(hf_logits) == np.argmax(ours))}
-        print(f"HF peer cross-check at p={check_position}: {record['cross_check']}", flush=True)
+        for c in record["checks"]:
+            print(f"HF peer check {'graph' if c['graph'] else 'eager'} p={c['position']}: "
+                  f"{'ok' if c['ok'] else 'FAILED'} rel_l2 {c['rel_l2']:.4f} max|d| {c['max_abs']:.3f} "
+                  f"argmax {c['argmax']}/{c['expected_argmax']} (gap {c['expected_gap']:.3f}) {c['why']}", flush=True)
+        record["same_model"] = all(c["ok"] for c in record["checks"])
+        if not record["same_model"]:
+            print("HF peer is NOT our model: not timed", flush=True)
+            return
         for position in positions:
+            peer.prefill(k, v, position)
             peer.set_step(TOKEN, position)
             seconds = peer.time_step(iterations=30)
-            record["timings"].append({"position": position, "median_s": seconds})
+            counters = peer.write_positions()
+            record["timings"].append({"position": position, "median_s": seconds,
+                                      "write_counters_ok": not counters or set(counters) == {position + 1}})
             print(f"HF transformers {'graph' if record['graph'] else 'eager'} p={position:4d} {seconds * 1e3:7.3f} ms",
                   flush=True)
     except Exception as exc:
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["traceback"] = traceback.format_exc()
         print(f"HF peer failed: {record['error']}", flush=True)
+    finally:
+        if peer is not None:
+            peer.close()
 
 
 def print_summary(out: dict[str, Any], positions: tuple[int, ...]) -> None:
+    """About 25 lines: what the lead reads first."""
     by = {(r["variant"], r["position"]): r for r in out["timings"]}
-    hf = {r["position"]: r["median_s"] for r in out.get("hf_peer", {}).get("timings", [])}
-    print("\nms/token (roofline fraction)   " + "  ".join(f"{'p=' + str(p):>14s}" for p in positions))
+    hf_record = out.get("hf_peer", {})
+    hf = {r["position"]: r["median_s"] for r in hf_record.get("timings", [])}
+    device = out["device"]
+    print(f"\n==== megakernel sweep summary: {device['name']}, {device['grid_blocks']} blocks x 512 threads ====")
+    failed = [c for c in out["checks"] if not c["pass"]]
+    worst = max((c["max_abs"] for c in out["checks"]), default=float("nan"))
+    print(f"correctness: {len(out['checks']) - len(failed)}/{len(out['checks'])} PASS (max |logit diff| {worst:.2e})"
+          + "".join(f"\n  FAIL {c['variant']} p={c['position']}: {c.get('error', '')[:200]}" for c in failed))
+    bw = out.get("copy_bandwidth", float("nan"))
+    print(f"copy bandwidth (SM copy kernel) {bw / 1e12:.2f} TB/s; grid barrier "
+          + ", ".join(f"{mode} {g['per_sync_s'] * 1e6:.2f} us" for mode, g in out["grid_sync"].items()))
+    print("ms/token (roofline fraction)  " + "".join(f"{'p=' + str(p):>18s}" for p in positions))
     for variant in VARIANTS:
         cells = [f"{by[variant, p]['median_s'] * 1e3:6.3f} ({by[variant, p]['roofline_fraction']:4.0%})"
-                 if (variant, p) in by else f"{'-':>14s}" for p in positions]
-        print(f"{variant:30s} " + "  ".join(f"{c:>14s}" for c in cells))
+                 if (variant, p) in by else "-" for p in positions]
+        print(f"{variant:29s} " + "".join(f"{c:>18s}" for c in cells))
     if hf:
-        print(f"{'hf static cache':30s} " + "  ".join(f"{hf.get(p, float('nan')) * 1e3:14.3f}" for p in positions))
-        best = [min(by[v, p]["median_s"] for v in VARIANTS if (v, p) in by) for p in positions]
-        print(f"{'best speedup vs hf':30s} " + "  ".join(f"{hf.get(p, float('nan')) / b:14.1f}" for p, b in zip(positions, best)))
-    for mode, g in out["grid_sync"].items():
-        print(f"grid barrier ({mode}): {g['per_sync_s'] * 1e6:.2f} us")
+        print(f"{'hf static cache + graph':29s} " + "".join(f"{hf.get(p, float('nan')) * 1e3:18.3f}" for p in positions))
+    best = {p: best_variant(out, p) for p in positions}
+    print(f"{'fastest (passing checks)':29s} " + "".join(f"{(best[p] or '-'):>18s}" for p in positions))
+    if hf:
+        print(f"{'fastest speedup vs hf':29s} "
+              + "".join(f"{hf.get(p, float('nan')) / by[best[p], p]['median_s']:18.2f}" if best[p] else f"{'-':>18s}"
+                        for p in positions))
+    elif hf_record:
+        print(f"hf peer: {hf_record.get('skipped') or hf_record.get('error') or 'not timed (failed its check)'}")
+    roof = [by[best[p], p]["roofline_fraction"] for p in positions if p in ROOFLINE_POSITIONS and best[p]]
+    target = ISSUE_TARGETS["roofline_fraction"]
+    if roof:
+        print(f"target roofline >= {target:.0%} at p <= 200: {'PASS' if min(roof) >= target else 'FAIL'} "
+              f"(worst {min(roof):.1%}, need <= {config_ms_at(out, target):.3f} ms at p=1)")
+    if hf:
+        ratios = [hf[p] / by[best[p], p]["median_s"] for p in positions if p in hf and best[p]]
+        need = ISSUE_TARGETS["speedup_vs_hf"]
+        print(f"target >= {need:g}x the hf peer: {'PASS' if ratios and min(ratios) >= need else 'FAIL'} "
+              f"(worst {min(ratios):.2f}x)")
+    checks = hf_record.get("checks", [])
+    if checks:
+        print("hf peer same model: " + ("yes" if hf_record.get("same_model") else "NO") + " ("
+              + ", ".join(f"p={c['position']}{' graph' if c['graph'] else ''} rel_l2 {c['rel_l2']:.3f}" for c in checks)
+              + f"; transformers {hf_record.get('transformers')}, {hf_record.get('attn_implementation')})")
+
+
+def config_ms_at(out: dict[str, Any], fraction: float) -> float:
+    """The ms/token at position 1 that reaches ``fraction`` of the roofline."""
+    return QWEN3_0_6B.step_bytes(1) / (fraction * out.get("copy_bandwidth", float("nan"))) * 1e3
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.megakernel.config import QWEN3_0_6B, TINY, ModelConfig
-from kernels.megakernel.family import KV_TOLERANCE, LOGIT_TOLERANCE, VARIANTS
+from kernels.megakernel.family import HF_CHECK_STEPS, KV_TOLERANCE, LOGIT_TOLERANCE, MAX_SEQ, VARIANTS
 from kernels.megakernel.reference import ReferenceModel, bf16_bits_to_float, make_weights, random_kv_cache
 from pytest_gpuperf.numerics import assert_close, poison
 
@@ -99,8 +99,6 @@ def test_full_step_matches_reference(full_model: Any, full_expected: dict[int, E
 
 @pytest.fixture(scope="module")
 def reference_greedy(full_reference: ReferenceModel) -> tuple[list[int], list[float]]:
-    from kernels.megakernel.family import MAX_SEQ
-
     shape = (QWEN3_0_6B.layers, QWEN3_0_6B.kv_heads, MAX_SEQ, 128)
     return full_reference.greedy(GREEDY_FIRST_TOKEN, GREEDY_STEPS, np.zeros(shape, np.uint16), np.zeros(shape, np.uint16))
 
@@ -161,3 +159,31 @@ def test_launch_rejects_bad_arguments(gpu: Any) -> None:
         Megakernel(TINY, make_weights(TINY, 0), max_seq=64, grid_blocks=TINY.kv_heads - 1)
     with pytest.raises(ValueError, match="k_cache"):
         mk.set_kv_cache(np.zeros((1, 2, 3, 4), np.uint16), np.zeros((1, 2, 3, 4), np.uint16))
+
+
+@pytest.mark.sm80
+def test_hf_peer_matches_reference(gpu: Any, full_weights: dict[str, np.ndarray], full_reference: ReferenceModel) -> None:
+    """The transformers peer the perf gate compares against computes our model: its logits match the
+    float32 reference within bf16 error (hf_peer.check_logits), with the same argmax, eagerly and
+    from its CUDA graph replayed at other positions; each step writes only its own cache row."""
+    from kernels.megakernel import hf_peer as peer_module
+
+    reason = peer_module.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    k, v = random_kv_cache(QWEN3_0_6B, MAX_SEQ, seed=1)
+    expected = {}
+    for token, position in HF_CHECK_STEPS:
+        kr, vr = k.copy(), v.copy()
+        expected[token, position] = full_reference.decode_step(token, position, kr, vr)
+    peer = peer_module.HFStaticCachePeer(QWEN3_0_6B, full_weights, MAX_SEQ)
+    try:
+        records = [peer_module.cross_check(peer, expected[s], k, v, *s) for s in HF_CHECK_STEPS]
+        peer.set_step(*HF_CHECK_STEPS[0])
+        peer.capture()
+        for s in reversed(HF_CHECK_STEPS):  # the graph, replayed at another position than captured
+            records.append({"graph": True, **peer_module.cross_check(peer, expected[s], k, v, *s)})
+    finally:
+        peer.close()
+    failed = [r for r in records if not r["ok"]]
+    assert not failed, f"transformers peer differs from our model ({peer.attn_implementation}): {failed}"

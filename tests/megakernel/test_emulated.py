@@ -7,10 +7,12 @@ Skipped without a C++17 compiler. About 4 s per emulated step.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from kernels.megakernel.config import TINY
+from kernels.megakernel.config import TINY, ModelConfig
 from kernels.megakernel.emulator import compiler, emulate_decode, shared_bytes_of
 from kernels.megakernel.family import KV_TOLERANCE, LOGIT_TOLERANCE, VARIANTS
 from kernels.megakernel.layout import DecodeBuffers, shared_bytes
@@ -36,21 +38,41 @@ MAX_SEQ = 1152
         # them the last of its head (combine, and in `fused` the current position's K/V write).
         ("baseline", TINY.kv_heads, 1100, False),
         ("fused", TINY.kv_heads, 1100, False),
+        # fused_stream: one key (preloaded unit); long units (attention_unit's path, stream
+        # combine); 5 units per head merged by thread pairs; the own grid barrier.
+        ("fused_stream", TINY.kv_heads, 0, False),
+        ("fused_stream", TINY.kv_heads, 1100, False),
+        ("fused_stream", 13, 300, False),
+        ("fused_stream", 5, 70, True),
     ],
 )
 def test_emulated_step_matches_reference(variant: str, blocks: int, position: int, own_grid_barrier: bool) -> None:
-    weights = make_weights(TINY, 3)
-    k, v = random_kv_cache(TINY, MAX_SEQ, 4)
-    kr, vr = k.copy(), v.copy()
-    expected = ReferenceModel(TINY, weights, MAX_SEQ).decode_step(9, position, kr, vr)
+    check_emulated_step(TINY, variant, blocks, position, own_grid_barrier)
 
-    buffers = DecodeBuffers.build(TINY, weights, MAX_SEQ, max_blocks=blocks)
+
+# TINY with a vocab large enough that the LM head of a 2-block grid spans two GEMV tiles (4080
+# rows each for hidden 256), in the stream's tiling and in block_gemv's. Same compiled shape.
+WIDE_VOCAB = dataclasses.replace(TINY, name="tiny", vocab=9001)
+
+
+@pytest.mark.parametrize("variant", ["fused", "fused_stream"])
+def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
+    check_emulated_step(WIDE_VOCAB, variant, TINY.kv_heads, 5, False)
+
+
+def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position: int, own_grid_barrier: bool) -> None:
+    weights = make_weights(config, 3)
+    k, v = random_kv_cache(config, MAX_SEQ, 4)
+    kr, vr = k.copy(), v.copy()
+    expected = ReferenceModel(config, weights, MAX_SEQ).decode_step(9, position, kr, vr)
+
+    buffers = DecodeBuffers.build(config, weights, MAX_SEQ, max_blocks=blocks)
     buffers["k_cache"][...] = k
     buffers["v_cache"][...] = v
     emulate_decode(buffers, variant, token=9, position=position, blocks=blocks, seed=7,
                    own_grid_barrier=own_grid_barrier)
 
-    assert_close(buffers["logits"], expected, name=f"{variant} logits", **LOGIT_TOLERANCE[TINY.name])
+    assert_close(buffers["logits"], expected, name=f"{variant} logits", **LOGIT_TOLERANCE[config.name])
     for name, ref_cache in (("k_cache", kr), ("v_cache", vr)):
         assert_close(bf16_bits_to_float(buffers[name]), bf16_bits_to_float(ref_cache), name=name, **KV_TOLERANCE)
     assert np.all(buffers["counters"] & 0x7FFFFFFF == 0), "arrival counters / barrier words not back to zero"

@@ -180,6 +180,7 @@ int mk_emulate_decode(int variant, const void* params, int token, int position, 
         case 2: body = [p, token, position] { megakernel_decode<2>(p, token, position); }; break;
         case 3: body = [p, token, position] { megakernel_decode<3>(p, token, position); }; break;
         case 4: body = [p, token, position] { megakernel_decode<4>(p, token, position); }; break;
+        case 5: body = [p, token, position] { megakernel_decode<5>(p, token, position); }; break;
         default: snprintf(error, error_bytes, "unknown variant %d", variant); return 1;
     }
     const std::string message = emu::run_grid(blocks, mk::kThreads, mk::kSharedBytes, seed, body);

@@ -1,0 +1,22 @@
+"""The compile-time tier for the megakernel: no GPU, only nvcc (the `compile` extra).
+
+megakernel.cu (Qwen3-0.6B shape, as the perf tests build it) and grid_sync_cost.cu for sm_80 and
+sm_90; budgets in baselines/static/megakernel.json (__launch_bounds__(512, 1) allows 128
+registers; the budget holds each variant to what it uses now, with no spills), no ptxas
+performance warning, 16-byte L1-bypassing weight loads (LDG.E.NA.128.CONSTANT) in every variant
+and the bulk L2 prefetch (UBLKPF.L2) in fused_prefetch on sm_90. Cold: about 35 s on two cores.
+Re-record with ``pytest tests/megakernel/test_static.py --gpu-perf-update-baselines``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kernels.megakernel.family import CUDA_MODULES
+from pytest_gpuperf.compile.static import CudaModule, static_params
+
+
+@pytest.mark.parametrize(("module", "arch"), static_params(CUDA_MODULES))
+def test_static(gpu_static: Any, module: CudaModule, arch: str) -> None:
+    gpu_static.check(module, arch)
