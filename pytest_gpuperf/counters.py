@@ -191,6 +191,7 @@ def find_ncu() -> str:
 
 # -- parsing ncu's CSV ---------------------------------------------------------------------
 _PREFIX = {"p": 1e-12, "n": 1e-9, "u": 1e-6, "\u00b5": 1e-6, "m": 1e-3, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_SHORT_TIME = {"ps": "psecond", "ns": "nsecond", "us": "usecond", "ms": "msecond", "s": "second"}
 _BASE_UNITS = ("second", "byte", "hz", "Hz", "sector", "request", "inst", "cycle", "warp", "thread", "wavefront")
 
 
@@ -201,6 +202,8 @@ def to_base_unit(value: float, unit: str) -> tuple[float, str]:
     auto-scaled units (msecond, Kbyte, Gbyte/second, ...) so a CSV from either works.
     """
     num, slash, den = unit.partition("/")
+    # `--print-units base` abbreviates time ("ns" on the H200 with Nsight Compute 2025.3).
+    num, den = _SHORT_TIME.get(num, num), _SHORT_TIME.get(den, den)
     factor = 1.0
     parts = []
     for i, part in enumerate((num, den) if slash else (num,)):

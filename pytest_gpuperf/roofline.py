@@ -32,10 +32,34 @@ __global__ void gpuperf_copy16(const uint4* __restrict__ src, uint4* __restrict_
         }
     }
 }
+
+// One tile of UNROLL x blockDim 16-byte words per block, no grid-stride loop: blocks sweep
+// memory in launch order (the layout PyTorch's elementwise copy uses).
+template <int UNROLL>
+__global__ void gpuperf_copy16_tiles(const uint4* __restrict__ src, uint4* __restrict__ dst, unsigned long long n) {
+    const unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x * UNROLL + threadIdx.x;
+    uint4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+        unsigned long long i = base + (unsigned long long)u * blockDim.x;
+        if (i < n) v[u] = src[i];
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+        unsigned long long i = base + (unsigned long long)u * blockDim.x;
+        if (i < n) dst[i] = v[u];
+    }
+}
 """
-THREADS = 512
-# (unroll, blocks per SM): the fastest of these is the device's copy bandwidth.
-COPY_CONFIGS = ((4, 4), (8, 4), (4, 8), (8, 2))
+# (kernel, unroll, threads, blocks per SM or None for one tile per block): the fastest of
+# these is the device's copy bandwidth.
+COPY_CONFIGS = (
+    ("gpuperf_copy16", 4, 512, 4),
+    ("gpuperf_copy16", 8, 512, 4),
+    ("gpuperf_copy16", 4, 512, 8),
+    ("gpuperf_copy16_tiles", 4, 256, None),
+    ("gpuperf_copy16_tiles", 8, 128, None),
+)
 
 
 def copy_buffer_bytes(device: DeviceInfo) -> int:
@@ -51,17 +75,18 @@ def copy_launches(device: DeviceInfo) -> tuple[list[tuple[str, Any]], int]:
     n16 = nbytes // 16
     src = cupy.random.default_rng(7).integers(0, 2**31 - 1, nbytes // 4, dtype=cupy.int32)
     dst = cupy.empty_like(src)
-    names = sorted({f"gpuperf_copy16<{u}>" for u, _ in COPY_CONFIGS})
+    names = sorted({f"{kernel}<{unroll}>" for kernel, unroll, _, _ in COPY_CONFIGS})
     module = cupy.RawModule(code=COPY_SOURCE, name_expressions=names)
     launches = []
-    for unroll, per_sm in COPY_CONFIGS:
-        kernel = module.get_function(f"gpuperf_copy16<{unroll}>")
-        grid = device.sm_count * per_sm
+    for kernel_name, unroll, threads, per_sm in COPY_CONFIGS:
+        kernel = module.get_function(f"{kernel_name}<{unroll}>")
+        grid = device.sm_count * per_sm if per_sm else -(-n16 // (threads * unroll))
 
-        def launch(kernel: Any = kernel, grid: int = grid) -> None:
-            kernel((grid,), (THREADS,), (src, dst, cupy.uint64(n16)))
+        def launch(kernel: Any = kernel, grid: int = grid, threads: int = threads) -> None:
+            kernel((grid,), (threads,), (src, dst, cupy.uint64(n16)))
 
-        launches.append((f"copy-u{unroll}-b{per_sm}", launch))
+        label = f"b{per_sm}" if per_sm else "tiles"
+        launches.append((f"copy-u{unroll}-t{threads}-{label}", launch))
     return launches, 2 * nbytes
 
 

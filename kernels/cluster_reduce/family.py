@@ -5,6 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from pytest_gpuperf.compile.static import CudaModule
+
 SOURCE = Path(__file__).with_name("cluster_reduce.cu")
 SOURCES = (SOURCE,)
 
@@ -60,6 +62,49 @@ VARIANTS: dict[str, VariantSpec] = {
     )
 }
 RACE_FREE_VARIANTS = tuple(name for name, spec in VARIANTS.items() if spec.race_free)
+
+
+# ---- how the tests compile the kernels (launch.py, NVRTC) and the compile-time tier (nvcc) ----
+COMPILE_OPTIONS = ("-std=c++17",)
+
+
+def kernel_name(variant: str, stage: str, skew: bool = False) -> str:
+    """The template instantiation (NVRTC name expression) for one variant and stage."""
+    spec = VARIANTS[variant]
+    return (
+        f"cluster_reduce<{spec.algo}, {STAGE_IDS[stage]}, {spec.vec}, {spec.batch}, "
+        f"{'true' if skew else 'false'}>"
+    )
+
+
+def all_kernel_names() -> tuple[str, ...]:
+    """Every instantiation the module is compiled with (variants x stages x skew)."""
+    return tuple(
+        kernel_name(variant, stage, skew) for variant in VARIANTS for stage in STAGES for skew in (False, True)
+    )
+
+
+# tests/cluster_reduce/test_static.py. Template arguments: <algo, stage, vec, batch, skew>.
+# A DSMEM read is a generic load (LD.E, neither LDS nor LDG) of the address mapa produced; ptxas
+# turns mapa into a PRMT of SR_CgaCtaId into the shared window (nvcc 13.0, sm_90).
+CUDA_MODULES: tuple[CudaModule, ...] = (
+    CudaModule(
+        "cluster_reduce",
+        SOURCE,
+        options=COMPILE_OPTIONS,
+        name_expressions=all_kernel_names(),
+        archs=("sm_90",),  # thread-block clusters and distributed shared memory need sm_90
+        sass_facts={
+            "cluster_reduce<": (r"\bUCGABAR_WAIT\b",),  # the hardware cluster barrier
+            "cluster_reduce<1, ": (r"\bLD\.E\.U16\b",),  # dsmem_note: the neighbour's slice through DSMEM
+            "cluster_reduce<2, *, 1, ": (r"\bLD\.E\.U16\b",),  # dsmem
+            "cluster_reduce<2, *, 8, ": (r"\bLD\.E\.128\b",),  # dsmem_v8: 16-byte DSMEM reads
+            "cluster_reduce<3, ": (r"\bLD\.E\.128\b", r"\bST\.E\.128\b"),  # split: 16-byte DSMEM reads and writes
+            # The v8 variants' gain: 16-byte global loads and stores.
+            "cluster_reduce<*, *, 8, 4, ": (r"\bLDG\.E\.128\b", r"\bSTG\.E\.128\b"),
+        },
+    ),
+)
 
 # Perf grid: clusters as a function of the multiprocessor count.
 PERF_GRIDS: dict[str, Callable[[int], int]] = {

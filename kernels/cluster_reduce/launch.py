@@ -7,32 +7,18 @@ import numpy as np
 
 from kernels.cluster_reduce.family import (
     CLUSTER_SIZE,
+    COMPILE_OPTIONS,
     DEFAULT_THREADS,
     SOURCE,
-    STAGE_IDS,
     STAGES,
     VARIANTS,
     VariantSpec,
+    all_kernel_names,
+    kernel_name,
 )
 
 _DEFAULT_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in to more dynamic shared memory
 _ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97  # cudaDevAttrMaxSharedMemoryPerBlockOptin
-
-
-def kernel_name(variant: str, stage: str, skew: bool = False) -> str:
-    """The template instantiation (NVRTC name expression) for one variant and stage."""
-    spec = VARIANTS[variant]
-    return (
-        f"cluster_reduce<{spec.algo}, {STAGE_IDS[stage]}, {spec.vec}, {spec.batch}, "
-        f"{'true' if skew else 'false'}>"
-    )
-
-
-def all_kernel_names() -> tuple[str, ...]:
-    """Every instantiation the module is compiled with (variants x stages x skew)."""
-    return tuple(
-        kernel_name(variant, stage, skew) for variant in VARIANTS for stage in STAGES for skew in (False, True)
-    )
 
 
 def shared_bytes(variant: str, size: int) -> int:
@@ -66,7 +52,7 @@ def check_arguments(variant: str, stage: str, *, n_elements: int, size: int, thr
 def _module() -> Any:
     from pytest_gpuperf.compile import load_module
 
-    return load_module(SOURCE, options=("-std=c++17",), name_expressions=all_kernel_names())
+    return load_module(SOURCE, options=COMPILE_OPTIONS, name_expressions=all_kernel_names())
 
 
 def _check_array(name: str, array: Any) -> None:

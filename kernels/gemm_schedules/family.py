@@ -4,9 +4,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from pytest_gpuperf.compile.static import CudaModule
+
 SOURCES: tuple[Path, ...] = (Path(__file__).with_name("gemm_sm90.cu"),)
 
 SCHEDULE_CODES = {"pingpong": 0, "cooperative": 1}
+# nvcc flags after build_shared_library's defaults (-O3 -DNDEBUG ...). CUTLASS needs relaxed
+# constexpr for its host/device tuple algebra (its CMake sets it too).
+NVCC_FLAGS: tuple[str, ...] = ("--expt-relaxed-constexpr",)
+ARCH = "sm_90a"  # wgmma and setmaxnreg exist only in sm_90a code
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +64,32 @@ VARIANTS: dict[str, str] = {
     "pingpong": "pingpong_128x128x64_c2x1",
     "cooperative": "cooperative_256x128x64_c2x1",
 }
+
+
+def build_flags(config: GemmConfig) -> tuple[str, ...]:
+    """The nvcc flags one configuration is built with (launch.build_config and CUDA_MODULES)."""
+    return (*NVCC_FLAGS, *config.defines())
+
+
+# tests/gemm_schedules/test_static.py: the variants' libraries, built exactly as launch.py builds
+# them (same flags, so the same nvcc cache entry: a CUTLASS build takes 1-2 minutes). Facts: the
+# mainloop's warpgroup MMAs (HGMMA) and the register reallocation between producer and consumer
+# warpgroups (setmaxnreg -> USETMAXREG); ptxas's C7510 (wgmma serialized across a call, e.g.
+# from device asserts without -DNDEBUG) fails the tier separately.
+CUDA_MODULES: tuple[CudaModule, ...] = tuple(
+    CudaModule(
+        f"gemm_schedules.{variant}",
+        SOURCES[0],
+        options=build_flags(CONFIGS[config_name]),
+        archs=(ARCH,),
+        shared_library=True,
+        include_dirs_from="kernels.gemm_schedules.launch:cutlass_include_dirs",
+        library_name=f"gemm_{config_name}",
+        sass_facts={"cutlass::device_kernel<": (r"\bHGMMA\.", r"\bUSETMAXREG\b")},
+        group="gemm_schedules",
+    )
+    for variant, config_name in VARIANTS.items()
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,14 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.compile.nvcc import BuildResult, build_shared_library
-from kernels.gemm_schedules.family import CONFIGS, SOURCES, VARIANTS, GemmConfig
+from kernels.gemm_schedules.family import ARCH, CONFIGS, SOURCES, VARIANTS, GemmConfig, build_flags
 
 ALIGNMENT_ELEMENTS = 8  # TMA: 16-byte aligned rows, so N and K are multiples of 8 bf16
 _RASTER_CODES = {"heuristic": 0, "along_m": 1, "along_n": 2}
 _SWIZZLES = (1, 2, 4, 8)
 _INT32_MAX = 2**31 - 1
-# CUTLASS needs relaxed constexpr for its host/device tuple algebra (its CMake sets it too).
-NVCC_FLAGS: tuple[str, ...] = ("--expt-relaxed-constexpr",)
 
 
 class CutlassNotFound(RuntimeError):
@@ -61,8 +59,8 @@ def build_config(config: GemmConfig, *, cache_dir: str | os.PathLike[str] | None
     """Build (or fetch from the cache) the shared library of one configuration."""
     return build_shared_library(
         SOURCES,
-        arch="sm_90a",
-        flags=(*NVCC_FLAGS, *config.defines()),
+        arch=ARCH,
+        flags=build_flags(config),
         include_dirs=cutlass_include_dirs(),
         cache_dir=cache_dir,
         name=f"gemm_{config.name}",

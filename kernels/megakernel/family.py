@@ -81,6 +81,16 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
 # the peer's 4.79 ms); fused_stream is predicted to reach them (README) but is not yet measured.
 MIN_ROOFLINE_FRACTION: dict[str, float | None] = {"sm90": 0.5}  # issue 5 target on H100/H200
 MIN_SPEEDUP_VS_HF: dict[str, float | None] = {"sm90": 8.0}  # issue 5 target on H100/H200
+
+# Absolute targets this kernel does not reach yet, per architecture, with what was measured.
+# Their tests still run and record the figure, but are expected to fail (strict xfail): the
+# day the kernel reaches a target its test XPASSes and fails, so this entry must be removed.
+TARGET_SHORTFALLS: dict[str, dict[str, str]] = {
+    "sm90": {
+        "roofline": "H200 2026-11-21: best variant head_based at 32-35% of the copy-bandwidth roofline (0.878 ms/token at p=1), target 50%",
+        "hf_speedup": "H200 2026-11-21: 5.1x (p=1) and 4.7x (p=200) against a mismatched HF peer at 4.79 ms/token, target 8x; re-measure with the fixed peer",
+    }
+}
 ISSUE_TARGETS = {"roofline_fraction": 0.5, "speedup_vs_hf": 8.0}
 
 

@@ -192,12 +192,15 @@ class HFStaticCachePeer:
     def _restore_float32_inv_freq(self, model: Any) -> None:
         import torch
 
+        # Recomputed, not copied from `original_inv_freq`: transformers 5.17 keeps that as a
+        # buffer too, so model.to(bfloat16) had already rounded it (seen on the H200: 0.8046875
+        # where theta=1e6 gives 0.80584).
+        exact = torch.from_numpy(expected_inv_freq(self.config)).to(device=self.device, dtype=torch.float32)
         for module in model.modules():
             if isinstance(getattr(module, "inv_freq", None), torch.Tensor):
-                original = getattr(module, "original_inv_freq", None)
-                if not isinstance(original, torch.Tensor):
-                    original = torch.from_numpy(expected_inv_freq(self.config))
-                module.inv_freq = original.to(device=self.device, dtype=torch.float32)
+                module.inv_freq = exact.clone()
+                if isinstance(getattr(module, "original_inv_freq", None), torch.Tensor):
+                    module.original_inv_freq = exact.clone()
 
     def _check_model(self) -> None:
         """Fail fast on a configuration that is not the megakernel's model."""

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pytest_gpuperf.compile.static import CudaModule
+
 SOURCES = (Path(__file__).with_name("merge_attn_states.cu"),)
 
 VARIANTS = ("baseline", "reordered", "vectorized")
@@ -77,7 +79,9 @@ _CASES = {
 # 1.012x, vectorized 3.106x vs 3.120x; dram-bf16-d64: baseline 159.24 vs 159.22 us, reordered 1.002x
 # in both, vectorized 30.25 vs 29.96 us). Where the dtypes disagree, both stay: tiny (reordered
 # 0.966x fp16 vs 1.107x bf16) and dram d128/d256 (the bf16 baseline is slower: 1.070x/1.266x vs
-# 1.043x/1.225x).
+# 1.043x/1.225x). The interleaved perf tests (session 3) confirm the split at tiny (0.912x vs
+# 1.091x) and at d256 (1.239x vs 1.324x, now because bf16 reordered is faster: 252.5 vs 270.5 us),
+# but not at d128 (1.041x in both; baseline 166.1 us in both).
 PERF_CASES: tuple[PerfCase, ...] = tuple(_CASES.values())
 # reordered_vs_baseline, the design note's claim, is gated on every case: its ratio depends on the
 # size, the head size and the dtype.
@@ -102,28 +106,42 @@ COMPARISONS: dict[str, tuple[PerfCase, ...]] = {
 # carries a comment giving the interleaved speedup (and CI) it was derived from: the margins come
 # from the perf tests' interleaved A/B measurements, not from the sweep (whose variants are timed
 # one after another; its ratios are in README.md).
+#
+# sm90: NVIDIA H200, 2026-11-21, session 3 (measurements/2026-11-21-h200-session3/
+# perf-update-report.json: `pytest tests/merge_attn_states --gpu-perf --gpu-perf-update-baselines`,
+# every margin None, so each comparison was measured interleaved and recorded without gating).
+# Rule: margin = floor(100 * 0.95 * ci_low) / 100, ci_low the lower end of the measured 99.5%
+# interval of t_baseline / t_fast. The gate passes when that whole interval is >= the margin, so a
+# margin m below 1.0 claims no speedup, only a bound on the slowdown: t_fast <= t_baseline / m.
 SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
     "sm90": {
-        # H200 sweep 2026-11-21 (separate timings): 0.966x, 1.107x, 1.012x, 1.002x, 1.043x, 1.070x,
-        # 1.225x, 1.266x, 1.032x in the order below. Margins await the interleaved perf-test run.
-        "reordered_vs_baseline/tiny-fp16-d128": None,
-        "reordered_vs_baseline/tiny-bf16-d128": None,
-        "reordered_vs_baseline/l2-fp16-d128": None,
-        "reordered_vs_baseline/dram-fp16-d64": None,
-        "reordered_vs_baseline/dram-fp16-d128": None,
-        "reordered_vs_baseline/dram-bf16-d128": None,
-        "reordered_vs_baseline/dram-fp16-d256": None,
-        "reordered_vs_baseline/dram-bf16-d256": None,
-        "reordered_vs_baseline/dram-fp16-d128-nolse": None,
-        # Sweep (vectorized in its old 256x2 launch shape): 0.956x, 3.120x, 5.314x, 3.194x, 3.740x,
-        # 3.242x. Margins await the interleaved perf-test run (in the 256x1 shape).
-        "vectorized_vs_baseline/tiny-fp16-d128": None,
-        "vectorized_vs_baseline/l2-fp16-d128": None,
-        "vectorized_vs_baseline/dram-fp16-d64": None,
-        "vectorized_vs_baseline/dram-fp16-d128": None,
-        "vectorized_vs_baseline/dram-bf16-d256": None,
-        "vectorized_vs_baseline/dram-fp16-d128-nolse": None,
+        # The design note's claim (reordered > 10% faster than baseline) holds only at head size
+        # 256 on DRAM shapes (1.24x fp16, 1.32x bf16). bf16 at tiny size is 9% faster, short of 10%;
+        # fp16 at tiny size is 9% slower; elsewhere within 1-4%, so the gate only bounds the slowdown.
+        "reordered_vs_baseline/tiny-fp16-d128": 0.86,  # measured 0.9118x [0.9112, 0.9128] (H200, 2026-11-21): reordered is SLOWER (1.10x the time); gate: time <= 1.16x baseline's
+        "reordered_vs_baseline/tiny-bf16-d128": 1.03,  # measured 1.0911x [1.0904, 1.0922] (H200, 2026-11-21); gate: at least 3% faster
+        "reordered_vs_baseline/l2-fp16-d128": 0.96,  # measured 1.0118x [1.0118, 1.0119] (H200, 2026-11-21); gate: time <= 1.04x baseline's, no speedup claimed
+        "reordered_vs_baseline/dram-fp16-d64": 0.95,  # measured 1.0018x [1.0011, 1.0025] (H200, 2026-11-21); gate: time <= 1.05x baseline's, no speedup claimed
+        "reordered_vs_baseline/dram-fp16-d128": 0.98,  # measured 1.0406x [1.0398, 1.0418] (H200, 2026-11-21); gate: time <= 1.02x baseline's, no speedup claimed
+        "reordered_vs_baseline/dram-bf16-d128": 0.98,  # measured 1.0414x [1.0403, 1.0422] (H200, 2026-11-21); gate: time <= 1.02x baseline's, no speedup claimed
+        "reordered_vs_baseline/dram-fp16-d256": 1.17,  # measured 1.2387x [1.2380, 1.2395] (H200, 2026-11-21); gate: at least 17% faster
+        "reordered_vs_baseline/dram-bf16-d256": 1.25,  # measured 1.3237x [1.3232, 1.3247] (H200, 2026-11-21); gate: at least 25% faster
+        "reordered_vs_baseline/dram-fp16-d128-nolse": 0.97,  # measured 1.0238x [1.0232, 1.0250] (H200, 2026-11-21); gate: time <= 1.03x baseline's, no speedup claimed
+        # vectorized in its default 256x1 launch shape (DEFAULT_LAUNCH).
+        "vectorized_vs_baseline/tiny-fp16-d128": 1.06,  # measured 1.1198x [1.1192, 1.1203] (H200, 2026-11-21); gate: at least 6% faster
+        "vectorized_vs_baseline/l2-fp16-d128": 3.09,  # measured 3.2695x [3.2540, 3.2769] (H200, 2026-11-21)
+        "vectorized_vs_baseline/dram-fp16-d64": 5.03,  # measured 5.3097x [5.2998, 5.3196] (H200, 2026-11-21)
+        "vectorized_vs_baseline/dram-fp16-d128": 3.01,  # measured 3.1798x [3.1760, 3.1841] (H200, 2026-11-21)
+        "vectorized_vs_baseline/dram-bf16-d256": 3.35,  # measured 3.5302x [3.5277, 3.5330] (H200, 2026-11-21)
+        "vectorized_vs_baseline/dram-fp16-d128-nolse": 3.03,  # measured 3.2050x [3.1996, 3.2102] (H200, 2026-11-21)
     },
+}
+
+# Comparisons deliberately left ungated (margin None) on an architecture that has a table, each
+# with the reason. tests/merge_attn_states/test_reference.py requires every None margin of a listed
+# architecture to appear here. Empty on sm90: every comparison was measured in session 3.
+UNGATED_REASONS: dict[str, dict[str, str]] = {
+    "sm90": {},
 }
 
 # The issue's target for the vectorized variant on DRAM-sized shapes: achieved bandwidth (bytes_moved
@@ -134,6 +152,11 @@ BANDWIDTH_FRACTION_TARGET = 0.85
 # H200 sweep 2026-11-21, vectorized (256x2) against the 4.26 TB/s SM copy of ../shared/ANCHORS.md:
 # d64 3.47 TB/s (81%, BELOW the target), d128 3.89 (91%), d256 bf16 4.14 (97%), d128 without the
 # output LSE 4.00 (94%). The sweep's own copy figure (2.77 TB/s, copy engines) was wrong.
+# H200 perf tests 2026-11-21 (session 3, vectorized 256x1, against the plugin's copy kernel, which
+# measured 3.91 TB/s in that run): d64 3.46 TB/s = 0.885 (passes, but only because the copy figure
+# was 8% lower than ANCHORS' 4.26; against 4.26 it is 0.81), d128 3.90 = 0.997, d256 bf16 4.28 =
+# 1.094, d128 without the output LSE 3.99 = 1.020. Fractions above 1 mean the copy kernel (a 4x
+# unrolled uint4 grid-stride copy) is not the true ceiling. The floors stay at the issue's target.
 BANDWIDTH_FRACTION_FLOORS: dict[str, dict[str, float]] = {
     "sm90": {case.id: BANDWIDTH_FRACTION_TARGET for case in BANDWIDTH_CASES},
 }
@@ -169,3 +192,44 @@ def bandwidth_floor(arch: str, case: PerfCase) -> float:
     if case not in BANDWIDTH_CASES:
         raise KeyError(f"{case.id} is not a bandwidth-gated case")
     return BANDWIDTH_FRACTION_FLOORS.get(arch, {}).get(case.id, BANDWIDTH_FRACTION_TARGET)
+
+
+# ---- how the tests compile the kernels, shared with the compile-time tier ---------------------
+# launch.py hands these to NVRTC (load_module); CUDA_MODULES gives the same options and name
+# expressions to the nvcc-based static tier (tests/merge_attn_states/test_static.py).
+COMPILE_OPTIONS = ("-std=c++17",)
+CTYPES = {"fp16": "fp16_t", "bf16": "bf16_t"}  # the .cu's 16-bit storage types
+
+
+def name_expression(variant: str, dtype: str, head_size: int, output_lse: bool,
+                    launch: tuple[int, int] = DEFAULT_LAUNCH) -> str:
+    """The template instantiation (NVRTC name expression) of one configuration; ``launch`` is
+    the vectorized kernel's (block threads, packs per thread)."""
+    lse = "true" if output_lse else "false"
+    args = f"{CTYPES[dtype]}, {head_size}, {lse}"
+    if variant == "vectorized":
+        args += f", {launch[0]}, {launch[1]}"
+    return f"merge_attn_states_{variant}<{args}>"
+
+
+# Every default configuration in one module: one NVRTC compile serves all correctness tests.
+DEFAULT_NAME_EXPRESSIONS = tuple(
+    name_expression(variant, dtype, head_size, output_lse)
+    for variant in VARIANTS
+    for dtype in DTYPES
+    for head_size in HEAD_SIZES
+    for output_lse in (True, False)
+)
+
+
+CUDA_MODULES: tuple[CudaModule, ...] = (
+    CudaModule(
+        "merge_attn_states",
+        SOURCES[0],
+        options=COMPILE_OPTIONS,
+        name_expressions=DEFAULT_NAME_EXPRESSIONS,
+        archs=("sm_80", "sm_90"),  # the bf16 conversions need sm_80
+        # The vectorized kernel's whole gain: one 16-byte load per input pack, one 16-byte store.
+        sass_facts={"merge_attn_states_vectorized<": (r"\bLDG\.E\.128\b", r"\bSTG\.E\.128\b")},
+    ),
+)

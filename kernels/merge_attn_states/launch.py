@@ -12,11 +12,19 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kernels.merge_attn_states.family import DEFAULT_LAUNCH, DTYPES, HEAD_SIZES, SOURCES, VARIANTS, VECTORIZED_SWEEP
+from kernels.merge_attn_states.family import (
+    COMPILE_OPTIONS,
+    DEFAULT_LAUNCH,
+    DEFAULT_NAME_EXPRESSIONS,
+    DTYPES,
+    HEAD_SIZES,
+    SOURCES,
+    VARIANTS,
+    VECTORIZED_SWEEP,
+    name_expression,
+)
 from kernels.merge_attn_states.reference import STORAGE_DTYPES, MergeInputs, to_storage
 
-COMPILE_OPTIONS = ("-std=c++17",)
-_CTYPES = {"fp16": "fp16_t", "bf16": "bf16_t"}
 _MAX_GRID_Y = 65535
 _MAX_ELEMENTS = 2**31  # the kernels index with 32-bit integers
 
@@ -36,21 +44,11 @@ DEFAULT_VECTORIZED = VectorizedConfig()
 def kernel_name(variant: str, dtype: str, head_size: int, output_lse: bool,
                 config: VectorizedConfig = DEFAULT_VECTORIZED) -> str:
     """The template instantiation (NVRTC name expression) that runs this configuration."""
-    lse = "true" if output_lse else "false"
-    args = f"{_CTYPES[dtype]}, {head_size}, {lse}"
-    if variant == "vectorized":
-        args += f", {config.block_threads}, {config.packs_per_thread}"
-    return f"merge_attn_states_{variant}<{args}>"
+    return name_expression(variant, dtype, head_size, output_lse, (config.block_threads, config.packs_per_thread))
 
 
 # Every default configuration in one module: one NVRTC compile serves all correctness tests.
-_DEFAULT_NAMES = tuple(
-    kernel_name(variant, dtype, head_size, output_lse)
-    for variant in VARIANTS
-    for dtype in DTYPES
-    for head_size in HEAD_SIZES
-    for output_lse in (True, False)
-)
+_DEFAULT_NAMES = DEFAULT_NAME_EXPRESSIONS
 
 
 def get_kernel(variant: str, dtype: str, head_size: int, output_lse: bool,

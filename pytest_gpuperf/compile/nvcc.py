@@ -422,6 +422,7 @@ def _build_entry(
             gencode,
             *flags,
             *(f"-I{p}" for p in include_paths),
+            *_wheel_link_dirs(compiler),
             *(str(p) for p in source_paths),
             "-o",
             str(output),
@@ -457,6 +458,18 @@ def _build_entry(
         cached=False,
         build_seconds=seconds,
     )
+
+
+def _wheel_link_dirs(compiler: str) -> list[str]:
+    """``-L`` for the static CUDA runtime of NVIDIA's pip wheels. nvcc.profile looks in ``lib64``
+    but nvidia-cuda-runtime installs ``nvidia/cu13/lib`` (libcudart_static.a, libcudadevrt.a),
+    so a shared library built with the wheel's nvcc fails to link without it. A search path
+    changes no output, so it stays out of the cache key."""
+    top = Path(compiler).resolve().parent.parent
+    lib = top / "lib"
+    if not (top / "lib64").is_dir() and (lib / "libcudart_static.a").is_file():
+        return [f"-L{lib}"]
+    return []
 
 
 def _tail(log: str, lines: int = 60) -> str:

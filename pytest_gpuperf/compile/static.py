@@ -67,6 +67,7 @@ __all__ = [
     "compile_module",
     "parse_ptxas_resources",
     "split_sass",
+    "static_params",
 ]
 
 BUDGET_SCHEMA = "pytest-gpuperf/static-budgets/1"
@@ -79,7 +80,7 @@ _HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inl", ".hxx", ".inc")
 _MAX_KEY_CHARS = 160  # longer demangled names (CUTLASS kernels) are shortened to a stable key
 INSTALL_HINT = (
     "install the compile extra: pip install 'pytest-gpuperf[compile]' (NVIDIA's nvcc, nvvm, "
-    "cuobjdump and nvdisasm wheels), or set CUDA_HOME to a CUDA toolkit"
+    "CCCL, cuobjdump and nvdisasm wheels), or set CUDA_HOME to a CUDA toolkit"
 )
 
 
@@ -98,7 +99,8 @@ class CudaModule:
     ``options`` and ``name_expressions`` are the very ones given to ``load_module`` (NVRTC);
     ``defines`` (``"NAME"`` or ``"NAME=VALUE"``) are appended as ``-D`` flags. ``sass_facts``
     maps a kernel-name pattern (a substring of the demangled name; ``*`` and ``?`` wildcards
-    allowed) to regular expressions that must each occur in the SASS of every matching kernel.
+    allowed) to regular expressions that must each occur in the SASS of every matching kernel;
+    ``sass_facts_by_arch`` adds facts for one architecture (``"sm_90"`` also covers ``sm_90a``).
     ``shared_library=True`` builds the source with nvcc's host compiler as
     :func:`~pytest_gpuperf.compile.nvcc.build_shared_library` does (``options`` are its
     ``flags``; name expressions are not used). ``include_dirs_from`` names a function
@@ -114,6 +116,7 @@ class CudaModule:
     include_dirs: tuple[Path, ...] = ()
     defines: tuple[str, ...] = ()
     sass_facts: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict, hash=False)
+    sass_facts_by_arch: Mapping[str, Mapping[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict, hash=False)
     group: str | None = None
     shared_library: bool = False
     include_dirs_from: str | None = None
@@ -127,20 +130,37 @@ class CudaModule:
         set_("archs", tuple(self.archs))
         set_("include_dirs", tuple(Path(p) for p in self.include_dirs))
         set_("defines", tuple(self.defines))
-        facts = {str(k): (v,) if isinstance(v, str) else tuple(v) for k, v in dict(self.sass_facts).items()}
-        for pattern, regexes in facts.items():
-            for regex in regexes:
-                try:
-                    re.compile(regex)
-                except re.error as exc:
-                    raise ValueError(f"CudaModule {self.name!r}: sass_facts[{pattern!r}]: bad regex {regex!r}: {exc}") from None
-        set_("sass_facts", MappingProxyType(facts))
+        set_("sass_facts", self._checked_facts(self.sass_facts, "sass_facts"))
+        by_arch = {}
+        for arch, facts in dict(self.sass_facts_by_arch).items():
+            _nvcc._gencode(arch)
+            by_arch[arch] = self._checked_facts(facts, f"sass_facts_by_arch[{arch!r}]")
+        set_("sass_facts_by_arch", MappingProxyType(by_arch))
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.budget_file):
             raise ValueError(f"CudaModule {self.name!r}: group/name must be a file-name-safe word, got {self.budget_file!r}")
         for arch in self.archs:
             _nvcc._gencode(arch)  # raises ValueError on a malformed arch
         if self.shared_library and self.name_expressions:
             raise ValueError(f"CudaModule {self.name!r}: a shared library instantiates its own templates; drop name_expressions")
+
+    def _checked_facts(self, raw: Mapping[str, Any], where: str) -> Mapping[str, tuple[str, ...]]:
+        facts = {str(k): (v,) if isinstance(v, str) else tuple(v) for k, v in dict(raw).items()}
+        for pattern, regexes in facts.items():
+            for regex in regexes:
+                try:
+                    re.compile(regex)
+                except re.error as exc:
+                    raise ValueError(f"CudaModule {self.name!r}: {where}[{pattern!r}]: bad regex {regex!r}: {exc}") from None
+        return MappingProxyType(facts)
+
+    def facts_for(self, arch: str) -> dict[str, tuple[str, ...]]:
+        """The SASS facts that must hold on ``arch``: the common ones and that arch's own."""
+        facts = {k: tuple(v) for k, v in self.sass_facts.items()}
+        for selector, extra in self.sass_facts_by_arch.items():
+            if arch_selected(arch, (selector,)):
+                for pattern, regexes in extra.items():
+                    facts[pattern] = (*facts.get(pattern, ()), *regexes)
+        return facts
 
     @property
     def budget_file(self) -> str:
@@ -162,10 +182,12 @@ class CudaModule:
         return (*self.options, *(f"-D{d}" for d in self.defines))
 
     def wrapper_source(self) -> str:
-        """The generated translation unit: the source, and every name expression instantiated."""
+        """The generated translation unit: the source, and every name expression instantiated.
+        The source is included by name (found through ``-I`` its folder), so the text, and the
+        cache key, do not depend on where the checkout lives."""
         lines = [
             "// Generated by pytest-gpuperf: instantiates the module's NVRTC name expressions.",
-            f'#include "{self.source.resolve().as_posix()}"',
+            f'#include "{self.source.name}"',
         ]
         if self.name_expressions:
             lines.append("__attribute__((unused)) static void* const gpuperf_instantiations[] = {")
@@ -182,7 +204,7 @@ class CudaModule:
 class KernelResources:
     """ptxas's report on one kernel (entry function)."""
 
-    name: str  # the budget key: the demangled name without return type and parameters
+    name: str  # the budget key (see kernel_key): the demangled name without return type and parameters
     mangled: str
     registers: int
     spill_stores: int
@@ -224,12 +246,14 @@ _FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+
 _USED_RE = re.compile(r"Used (\d+) registers")
 _SMEM_RE = re.compile(r"(\d+) bytes smem")
 _BARRIERS_RE = re.compile(r"used (\d+) barriers")
+_CUMULATIVE_STACK_RE = re.compile(r"(\d+) bytes cumulative stack size")
 
 
 def parse_ptxas_resources(log: str) -> dict[str, dict[str, int]]:
-    """Per entry function (mangled name): registers, spills, static shared memory, stack frame,
-    barriers, from ``ptxas -v`` output. Spills in non-entry functions (calls that were not
-    inlined) are added to every entry compiled after them, which over-counts rather than hides."""
+    """Per entry function (mangled name): registers, spills, static shared memory, stack (the
+    cumulative size where ptxas gives it, which includes the callees' frames), barriers, from
+    ``ptxas -v`` output. ptxas lists the functions a kernel calls without inlining after the
+    kernel's own report; their spills are added to that kernel's."""
     kernels: dict[str, dict[str, int]] = {}
     frames: dict[str, tuple[int, int, int]] = {}
     entry: str | None = None
@@ -265,6 +289,9 @@ def parse_ptxas_resources(log: str) -> dict[str, dict[str, int]]:
             k["shared_bytes"] = int(smem.group(1)) if smem else 0
             barriers = _BARRIERS_RE.search(line)
             k["barriers"] = int(barriers.group(1)) if barriers else 0
+            cumulative = _CUMULATIVE_STACK_RE.search(line)
+            if cumulative:
+                k["stack_bytes"] = max(k["stack_bytes"], int(cumulative.group(1)))
     return kernels
 
 
@@ -285,8 +312,38 @@ def split_sass(text: str) -> dict[str, str]:
     return {name: "\n".join(lines) for name, lines in functions.items()}
 
 
+def kernel_key(mangled: str, demangled: str) -> str:
+    """The budget key of a kernel: its demangled name without return type and parameters
+    (``void k<float, 128>(float*, int)`` -> ``k<float, 128>``). A name the demangler cannot read,
+    or longer than a line (CUTLASS kernels), becomes ``scope::name<...>#<hash of the mangled
+    name>``, so the key never depends on which demangler a machine has."""
+    if demangled != mangled or not mangled.startswith("_Z"):
+        name = short_name(demangled)
+        if len(name) <= _MAX_KEY_CHARS:
+            return name
+    return f"{_mangled_scope(mangled)}<...>#{hashlib.sha256(mangled.encode()).hexdigest()[:12]}"
+
+
+def _mangled_scope(mangled: str) -> str:
+    """The qualified name at the front of an Itanium-mangled name: ``_ZN7cutlass13device_kernelI...``
+    -> ``cutlass::device_kernel``."""
+    text = mangled[2:] if mangled.startswith("_Z") else mangled
+    i = 1 if text.startswith("N") else 0
+    parts = []
+    while i < len(text) and text[i].isdigit():
+        j = i
+        while j < len(text) and text[j].isdigit():
+            j += 1
+        length = int(text[i:j])
+        parts.append(text[j : j + length])
+        i = j + length
+        if not text.startswith("N"):
+            break
+    return "::".join(parts) or mangled[:40]
+
+
 def short_name(demangled: str) -> str:
-    """``void k<float, 128>(float*, int)`` -> ``k<float, 128>``; long names get a stable hash."""
+    """``void k<float, 128>(float*, int)`` -> ``k<float, 128>``."""
     name = demangled.strip()
     if name.endswith(")"):
         depth = 0
@@ -300,11 +357,7 @@ def short_name(demangled: str) -> str:
                     break
     if name.startswith("void "):
         name = name[len("void ") :]
-    name = name.strip()
-    if len(name) > _MAX_KEY_CHARS:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-        name = f"{name[: _MAX_KEY_CHARS - 20]}...#{digest}"
-    return name
+    return name.strip()
 
 
 @functools.cache
@@ -398,7 +451,7 @@ def _build_cubin(
             return hit
         staging = Path(tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=root))
         try:
-            wrapper = staging / f"{module.source.stem}.gpuperf.cu"
+            wrapper = staging / f"gpuperf-wrapper-{key[:12]}.cu"  # never the source's own name
             wrapper.write_text(module.wrapper_source())
             cubin = staging / "module.cubin"
             command = [
@@ -512,11 +565,11 @@ def compile_module(
     names = demangle(list(resources))
     kernels: dict[str, KernelResources] = {}
     for mangled, r in resources.items():
-        key = short_name(names[mangled])
+        key = kernel_key(mangled, names[mangled])
         if key in kernels:  # overloads differing only in their parameters: keep the parameters
             key = names[mangled].removeprefix("void ").strip()
         kernels[key] = KernelResources(name=key, mangled=mangled, **r)
-    want_sass = bool(module.sass_facts) if sass is None else sass
+    want_sass = bool(module.facts_for(arch)) if sass is None else sass
     sass_text = split_sass(disassemble(binary, cache_root)) if want_sass else {}
     return StaticResult(
         module=module.name,
@@ -788,7 +841,7 @@ def judge(
             f"ptxas performance warnings in {result.module} for {result.arch} (each costs real speed: C7510 "
             "serializes wgmma, e.g. CUTLASS built without -DNDEBUG):\n" + "\n".join("  " + w for w in result.ptxas_warnings)
         )
-    facts = check_facts(result, module.sass_facts)
+    facts = check_facts(result, module.facts_for(result.arch))
     bad_facts = [f for f in facts if not f.ok]
     if bad_facts:
         lines = []
@@ -815,16 +868,14 @@ def judge(
             f"no stored budget for {len(missing)} kernel(s) of {result.module} on {result.arch} (looked in "
             f"{budget_path}); record them with: pytest --gpu-perf-update-baselines"
         )
-    if update:
-        verdict = "recorded"
-    elif failures:
+    if failures:
         verdict = "fail"
+    elif update:
+        verdict = "recorded"
     elif missing:
-        verdict = "measured"
+        verdict = "measured"  # no budget to judge against: recorded in the report only
     else:
         verdict = "pass"
-    if update and failures:
-        verdict = "fail"
     record = {
         "kind": "static",
         "module": result.module,
@@ -875,9 +926,6 @@ def _format_over(result: StaticResult, rows: Sequence[dict[str, Any]], budgets: 
 # The gpu_static fixture's object
 
 
-ARCH_SELECTION_DEFAULT = ("sm_80", "sm_90")
-
-
 def arch_selected(arch: str, selection: Iterable[str]) -> bool:
     """``sm_90a`` is selected by ``sm_90a`` or by ``sm_90``; ``all`` selects everything."""
     chosen = set(selection)
@@ -901,7 +949,7 @@ class GpuStatic:
         from pytest_gpuperf.errors import GateFailure
         from pytest_gpuperf.session import RECORD_KEY
 
-        selection = getattr(self.settings, "static_archs", ARCH_SELECTION_DEFAULT)
+        selection = self.settings.static_archs
         if not arch_selected(arch, selection):
             pytest.skip(f"static tier: {arch} not selected by --gpu-perf-static-archs ({','.join(selection)})")
         try:
@@ -928,3 +976,11 @@ class GpuStatic:
             if policy == "skip":
                 pytest.skip(verdict.missing_note)
         return result
+
+
+def static_params(modules: Iterable[CudaModule]) -> list[Any]:
+    """``pytest.param(module, arch)`` for every module and each of its archs, with readable ids:
+    ``@pytest.mark.parametrize(("module", "arch"), static_params(CUDA_MODULES))``."""
+    import pytest
+
+    return [pytest.param(m, arch, id=f"{m.name}-{arch}") for m in modules for arch in m.archs]

@@ -2,10 +2,11 @@
 
 The note's claim (18.59 -> 15.04 us on an H100, one cluster of 16384 fp16 per block) is
 `dsmem_vs_baseline/*/one_cluster`; the issue also asks for it on a grid that fills the GPU
-(`dsmem_vs_baseline/*/fill`). The other cases record, with the measured winner first, where the
-claim does not hold on an H200 (kernels/cluster_reduce/README.md, "Measured"). Cases, block
-sizes and margins come from kernels/cluster_reduce/family.py; a None margin measures and
-records the ratio without gating.
+(`dsmem_vs_baseline/*/fill`). The other cases gate, with the measured winner first, where the
+claim does not hold on an H200 (kernels/cluster_reduce/README.md, "Gates on NVIDIA H200").
+Cases, block sizes and margins come from kernels/cluster_reduce/family.py; the sm90 margins are
+from the interleaved run of these tests on an H200; a None margin measures and records the ratio
+without gating.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from pytest_gpuperf.numerics import assert_close, poison
 
 SEED = 2024
 EXACT: dict[str, float] = {"max_rel_l2": 0.0, "atol": 0.0, "rtol": 0.0}  # see test_correctness.py
-CACHE = "cold"  # the sweep's L2 state, which the margins' comments cite
+CACHE = "cold"  # the L2 state of the sweep and of the interleaved run the margins come from
 
 
 class GridInput:

@@ -1,7 +1,9 @@
 """The float64 reference and input helpers of merge_attn_states (CPU only, no GPU needed)."""
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from kernels.merge_attn_states.family import (
     DEFAULT_LAUNCH,
     PERF_CASES,
     SPEEDUP_MARGINS,
+    UNGATED_REASONS,
     VECTORIZED_SWEEP,
     bandwidth_floor,
     bytes_moved,
@@ -97,6 +100,43 @@ def test_every_gate_has_a_margin_entry() -> None:
     for arch, margins in SPEEDUP_MARGINS.items():
         assert set(margins) == keys, arch
         assert all(m is None or m > 0 for m in margins.values()), arch
+
+
+def test_every_sm90_comparison_is_gated_unless_documented() -> None:
+    """Every gated comparison has a measured margin on sm90; a None is allowed only with a reason
+    in UNGATED_REASONS, and a reason only for a margin that is really None."""
+    for cmp, cases in COMPARISONS.items():
+        for case in cases:
+            key = f"{cmp}/{case.id}"
+            if speedup_margin("sm90", cmp, case) is None:
+                assert UNGATED_REASONS.get("sm90", {}).get(key, "").strip(), f"sm90 {key}: margin None, no reason given"
+    for arch, reasons in UNGATED_REASONS.items():
+        for key, reason in reasons.items():
+            assert key in SPEEDUP_MARGINS[arch] and SPEEDUP_MARGINS[arch][key] is None, (arch, key)
+            assert reason.strip(), (arch, key)
+
+
+SESSION3_REPORT = Path(__file__).parents[2] / "measurements" / "2026-11-21-h200-session3" / "perf-update-report.json"
+
+
+def test_sm90_margins_follow_the_interleaved_h200_measurements() -> None:
+    """margin = floor(100 * 0.95 * ci_low) / 100 of the interleaved comparison recorded for the same
+    test in the H200 session-3 report (a margin changed by hand, or a stale one, fails here)."""
+    if not SESSION3_REPORT.exists():
+        pytest.skip(f"{SESSION3_REPORT} is not in this checkout")
+    report = json.loads(SESSION3_REPORT.read_text())
+    measured = {}
+    for test in report["tests"]:
+        module, _, name = test["nodeid"].partition("::")
+        if module != "tests/merge_attn_states/test_perf.py" or not test["comparisons"]:
+            continue
+        function, _, case_id = name.partition("[")
+        (comparison,) = test["comparisons"]
+        measured[f"{function.removeprefix('test_')}/{case_id.rstrip(']')}"] = comparison
+    assert set(measured) == set(SPEEDUP_MARGINS["sm90"])
+    for key, comparison in measured.items():
+        assert comparison["confidence"] == 0.995 and comparison["at_least"] is None, key
+        assert SPEEDUP_MARGINS["sm90"][key] == math.floor(100 * 0.95 * comparison["ci_low"]) / 100, key
 
 
 def test_a_missing_margin_key_is_an_error_not_ungated() -> None:

@@ -368,3 +368,12 @@ def test_target_sees_only_the_profiled_gpu() -> None:
     assert counters._visible_devices(1, None) == "1"
     assert counters._visible_devices(1, "4,6") == "6", "ordinal 1 of a process that sees GPUs 4 and 6"
     assert counters._visible_devices(0, "GPU-abc") == "GPU-abc"
+
+
+@pytest.mark.parametrize(("value", "unit", "expected"), [(375680.0, "ns", 375.68e-6), (2.0, "us", 2e-6), (1.5, "ms", 1.5e-3)])
+def test_short_time_units_from_print_units_base(value: float, unit: str, expected: float) -> None:
+    """On the H200, `--print-units base` printed gpu__time_duration in "ns" (session 4)."""
+    from pytest_gpuperf.counters import to_base_unit
+
+    got, base = to_base_unit(value, unit)
+    assert base == "second" and got == pytest.approx(expected)
