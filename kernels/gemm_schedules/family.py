@@ -147,8 +147,21 @@ def perf_launch(shape: str, variant: str) -> Launch:
 # the H200 sweep (separately timed) put Ping-pong over Cooperative at x1.066 (square4096),
 # x0.990 (square6144), x0.959 (square8192 at PERF_LAUNCH; x0.892 at the default launch),
 # x1.845 (decode_m16), x2.125 (decode_m128), x0.981 (k_heavy), x0.882 (irregular).
+# Ping-pong over Cooperative per shape, interleaved perf tests at PERF_LAUNCH (session 5 in
+# measurements/; the session-3 figures were invalid, see README). Rule: margin =
+# floor(100 x 0.95 x ci_low) / 100. Below 1.0 the gate asserts only that Ping-pong is not slower
+# than the margin allows: the note's "Ping-pong slightly faster on most shapes" holds at the square
+# shapes by 1-3% and at decode M=16/128 by ~2x, ties at k_heavy, and fails at irregular (0.905x).
 SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
-    "sm90": {f"pingpong_vs_cooperative[{shape}]": None for shape in PERF_SHAPES},
+    "sm90": {
+        "pingpong_vs_cooperative[square4096]": 0.96,  # measured 1.0186x [1.0171, 1.0202] (H200, 2026-11-21, session 5)
+        "pingpong_vs_cooperative[square6144]": 0.95,  # measured 1.0126x [1.0094, 1.0159] (H200, 2026-11-21, session 5)
+        "pingpong_vs_cooperative[square8192]": 0.97,  # measured 1.0268x [1.0250, 1.0327] (H200, 2026-11-21, session 5)
+        "pingpong_vs_cooperative[decode_m16]": 1.79,  # measured 1.9018x [1.8932, 1.9072] (H200, 2026-11-21, session 5)
+        "pingpong_vs_cooperative[decode_m128]": 1.90,  # measured 2.0107x [2.0042, 2.0223] (H200, 2026-11-21, session 5)
+        "pingpong_vs_cooperative[k_heavy]": 0.95,  # measured 1.0007x [1.0002, 1.0011] (H200, 2026-11-21, session 5)
+        "pingpong_vs_cooperative[irregular]": 0.85,  # measured 0.9050x [0.9001, 0.9081] (H200, 2026-11-21, session 5)
+    },
 }
 
 # Required by issue 4 (a requirement, not a measurement): the faster schedule reaches at least this
@@ -159,7 +172,9 @@ CUBLAS_FRACTION_REQUIRED: dict[str, dict[str, float]] = {"sm90": {"square8192": 
 # so the test need not time both schedules again). H200 sweep, both at PERF_LAUNCH: Cooperative
 # 1614.0 us [1613.0, 1628.7] vs Ping-pong 1682.2 us [1680.7, 1690.6], Ping-pong at x0.959.
 # If the interleaved test_pingpong_vs_cooperative[square8192] ever puts Ping-pong ahead, switch.
-FASTER_SCHEDULE: dict[str, dict[str, str]] = {"sm90": {"square8192": "cooperative"}}
+# Session 5's interleaved test put Ping-pong ahead at 8192^3 with the tuned launch
+# (1.0268x [1.0250, 1.0327]), so the gate now times Ping-pong.
+FASTER_SCHEDULE: dict[str, dict[str, str]] = {"sm90": {"square8192": "pingpong"}}
 
 # A shape where cuBLAS is more than this much faster than the better schedule is reported.
 CUBLAS_WIN_REPORT_THRESHOLD = 1.10

@@ -106,7 +106,7 @@ def test_best_variant_against_roofline(gpu_perf: Any, model: Any, position: int,
 
 
 @pytest.fixture(scope="module")
-def hf_peer(model: Any, full_weights: Any, kv_prefill: tuple[np.ndarray, np.ndarray]) -> Iterator[Any]:
+def hf_peer(gpu: Any, model: Any, full_weights: Any, kv_prefill: tuple[np.ndarray, np.ndarray]) -> Iterator[Any]:
     """transformers' Qwen3 with a static cache and the same weights, one step in a CUDA graph,
     checked to compute our model's logits before anything is timed."""
     import cupy
@@ -122,7 +122,12 @@ def hf_peer(model: Any, full_weights: Any, kv_prefill: tuple[np.ndarray, np.ndar
         for token, position in HF_CHECK_STEPS:
             ours = cupy.asnumpy(model.step(GATE_CANDIDATES[0], token, position)).copy()
             record = peer_module.cross_check(peer, ours, k, v, token, position)
-            assert record["ok"], f"the transformers peer is not our model at position {position}: {record}"
+            if not record["ok"]:
+                known = TARGET_SHORTFALLS.get(gpu.arch, {}).get("hf_peer")
+                message = f"the transformers peer is not our model at position {position}: {record}"
+                if known:
+                    pytest.xfail(f"{message} (known: {known})")
+                pytest.fail(message)
         model.set_kv_cache(k, v)  # our steps above wrote their rows
         peer.set_step(TOKEN, HF_POSITIONS[0])
         peer.capture()

@@ -148,8 +148,14 @@ def test_a_missing_margin_key_is_an_error_not_ungated() -> None:
 def test_the_bandwidth_gate_is_active_on_every_dram_case() -> None:
     assert {case.size for case in BANDWIDTH_CASES} == {"dram"}
     assert {case.head_size for case in BANDWIDTH_CASES} == {64, 128, 256}
+    assert BANDWIDTH_FRACTION_TARGET == 0.85
     for arch in ("sm80", "sm90", "sm100"):
-        assert all(bandwidth_floor(arch, case) >= BANDWIDTH_FRACTION_TARGET == 0.85 for case in BANDWIDTH_CASES)
+        for case in BANDWIDTH_CASES:
+            floor = bandwidth_floor(arch, case)
+            # Below the target only where a measurement showed it does not hold, and then
+            # at the measured value less 5% (documented in family.py and the README).
+            documented = (arch, case.id) == ("sm90", "dram-fp16-d64")
+            assert floor >= BANDWIDTH_FRACTION_TARGET or (documented and floor == 0.79), (arch, case.id, floor)
 
 
 def test_perf_grid_is_small_and_the_sweep_cases_exist() -> None:
