@@ -60,6 +60,20 @@ step_counters() {
   stamp "hw01 table"
   timeout 240 $PY -m kernels.qkv.hw01_table --out "$RES/hw01_qkv.json" 2>&1 | tail -n 60
 }
+step_xdist() {  # issue 6: one worker per GPU, merged reports and baseline updates
+  nvidia-smi -L
+  local sel=(tests/timing/test_accuracy.py tests/merge_attn_states/test_perf.py -k "a_a_comparison or vectorized_vs_baseline")
+  run_pytest xdist_update -n "${XDIST_N:-2}" --gpu-perf --gpu-perf-update-baselines --gpu-perf-baselines /tmp/xdist-baselines "${sel[@]}"
+  run_pytest xdist_check -n "${XDIST_N:-2}" --gpu-perf --gpu-perf-baselines /tmp/xdist-baselines "${sel[@]}"
+  cp -r /tmp/xdist-baselines "$RES/xdist-baselines"
+  $PY - "$RES" <<'PY'
+import collections, json, sys
+for name in ("xdist_update", "xdist_check"):
+    report = json.load(open(f"{sys.argv[1]}/{name}.json"))
+    per_gpu = collections.Counter(m["gpu_ordinal"] for t in report["tests"] for m in t["measurements"])
+    print(name, "measurements per GPU ordinal:", dict(per_gpu), "summary:", report["summary"])
+PY
+}
 step_megakernel() { run_pytest mk_correctness tests/megakernel; SWEEP_FAMILIES=megakernel SWEEP_TIMEOUT=240 step_sweeps; }
 
 setup
