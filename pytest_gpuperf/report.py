@@ -79,14 +79,27 @@ def format_regression_failure(
             entry.recorded_at,
         ],
     ]
+    clocks = _clock_note(m, entry)
     return (
         f"performance REGRESSION: {m.name!r} is {100 * (slowdown.estimate - 1):.1f}% slower than its stored "
         f"baseline for {device_key} ({path})\n{_table(rows)}\n"
         f"  slowdown  {slowdown.estimate:.4f}x {_ci(slowdown.low, slowdown.high)}; the gate fails above "
         f"{1 + tolerance / 2:.4f}x (half the {100 * tolerance:g}% tolerance) when the interval excludes 1.0\n"
-        "  If the change is intended (new hardware, an accepted trade-off), re-record with "
+        + clocks
+        + "  If the change is intended (new hardware, an accepted trade-off), re-record with "
         "pytest --gpu-perf --gpu-perf-update-baselines"
     )
+
+
+def _clock_note(m: "Measurement", entry: "Entry") -> str:
+    """SM clocks now and at recording: under power capping a compute-bound kernel's time follows its clock."""
+    before = entry.extra.get("sm_clock_mhz") or []
+    now = [c.sm_clock_mhz for c in m.clocks[:1] + m.clocks[-1:]]
+    if not before or not now:
+        return ""
+    reasons = sorted({r for c in m.clocks for r in c.reasons})
+    capped = " (power capped: the clock, not the code, may explain the difference)" if "sw_power_cap" in reasons else ""
+    return f"  SM clock {now[0]}-{now[-1]} MHz now, {before[0]}-{before[-1]} MHz when recorded{capped}\n"
 
 
 # -- session summary ---------------------------------------------------------------

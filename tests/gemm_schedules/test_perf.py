@@ -18,6 +18,13 @@ from kernels.gemm_schedules.family import (
 )
 from pytest_gpuperf import Variant
 
+# Compute-bound GEMMs run power-capped on the H200 (NVIDIA's sw_power_cap clock event), so their
+# times follow each chip's power behaviour: the same build measured up to 5% apart on two
+# physical H200s (sessions 5 and 6 in measurements/: cuBLAS at 8192^3 4.9% slower, SM clocks
+# 1275-1410 vs 1395-1500 MHz), with no code change. The default 5% tolerance (fail above +2.5%)
+# turned that into false alarms; 12% fails above +6%. Memory-bound families stayed within 1.7%.
+pytestmark = pytest.mark.gpu_perf(tolerance=0.12)
+
 
 def assert_nothing_escaped(after: str) -> None:
     """The GPU is idle once a measurement returns: nothing was left on a stream the timing events

@@ -121,6 +121,7 @@ def test_record_then_detect_regression(pytester: pytest.Pytester, fake_gpu: Call
             "*now*2?.* us*",
             "*baseline** us*20??-*",
             "*slowdown*x*the gate fails above 1.0250x (half the 5% tolerance)*",
+            "*SM clock 1980-1980 MHz now, 1980-1980 MHz when recorded",
             "*re-record with pytest --gpu-perf --gpu-perf-update-baselines",
     ))
     # A per-test tolerance loosens the gate for that test only.
