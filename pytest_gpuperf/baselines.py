@@ -14,7 +14,6 @@ concurrent pytest processes or xdist workers lose nothing.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from typing import Any, Iterable, Mapping
 from filelock import FileLock
 
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.files import atomic_write_json
+from pytest_gpuperf.files import atomic_write_json, parse_json_object, read_json_object
 from pytest_gpuperf.stats import Interval
 
 SCHEMA = "pytest-gpuperf/baselines/1"
@@ -137,26 +136,16 @@ class BaselineFile:
     @classmethod
     def read(cls, path: Path) -> "BaselineFile | None":
         """The validated file, or None when it does not exist."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise BaselineFileError(f"baseline file {path} cannot be read: {exc}") from exc
-        return cls.parse(path, text)
+        data = read_json_object(path, "baseline file")
+        return None if data is None else cls.validate(path, data)
 
     @classmethod
     def parse(cls, path: Path, text: str) -> "BaselineFile":
         """Validate ``text`` as the content of ``path`` (which need not exist: ``git show`` output)."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BaselineFileError(
-                f"baseline file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
-                "Fix it or restore it from version control; it will not be overwritten."
-            ) from None
-        if not isinstance(data, dict):
-            raise _fail(path, "<top level>", "must be a JSON object")
+        return cls.validate(path, parse_json_object(text, path, "baseline file"))
+
+    @classmethod
+    def validate(cls, path: Path, data: dict[str, Any]) -> "BaselineFile":
         if data.get("schema") != SCHEMA:
             raise _fail(path, "schema", f"must be {SCHEMA!r}, got {data.get('schema')!r} (written by another version?)")
         if not isinstance(data.get("device"), dict):

@@ -7,6 +7,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.errors import BaselineFileError
+
 
 def atomic_write_json(path: Path, payload: Any) -> None:
     """Write ``payload`` as JSON to a temporary file beside ``path``, fsync it, then rename it over ``path``."""
@@ -25,3 +27,32 @@ def atomic_write_json(path: Path, payload: Any) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def read_json_object(path: Path, kind: str) -> dict[str, Any] | None:
+    """The JSON object stored at ``path``, or None when the file does not exist.
+
+    An unreadable, invalid or non-object file raises ``BaselineFileError`` naming the file
+    (and a syntax error's line and column); such a file is never overwritten.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BaselineFileError(f"{kind} {path} cannot be read: {exc}") from exc
+    return parse_json_object(text, path, kind)
+
+
+def parse_json_object(text: str, path: Path, kind: str) -> dict[str, Any]:
+    """``text`` (the content of ``path``) as a JSON object; errors as in ``read_json_object``."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineFileError(
+            f"{kind} {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
+            "Fix it or restore it from version control; it will not be overwritten."
+        ) from None
+    if not isinstance(data, dict):
+        raise BaselineFileError(f"{kind} {path}: field '<top level>' must be a JSON object")
+    return data

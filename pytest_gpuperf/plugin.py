@@ -14,6 +14,7 @@ from pytest_gpuperf.session import RECORD_KEY, GpuPerfSession
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
 SKIP_PREFIX = "gpu-perf: "
+PERF_OFF = SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf"
 ROLE_KEY = "gpu_perf_role"  # user property on a test skipped for want of a GPU: "perf" or "gpu"
 MAX_LISTED = 10  # missing-baseline notes listed in the terminal summary
 PERF_FIXTURE = "gpu_perf"
@@ -108,7 +109,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     s = _session(item.config)
     perf = is_perf_test(item)
     if perf and not s.settings.enabled:
-        pytest.skip(SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf")
+        pytest.skip(PERF_OFF)
     if perf or needs_gpu(item):
         device = s.device
         if not isinstance(device, DeviceInfo):
@@ -121,13 +122,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 # -- fixtures ---------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def gpu(request: pytest.FixtureRequest) -> DeviceInfo:
-    """The GPU under test (skips the test when there is none)."""
-    device = _session(request.config).device
+def _require_device(s: GpuPerfSession) -> DeviceInfo:
+    """The session's GPU, or skip the test saying why there is none."""
+    device = s.device
     if not isinstance(device, DeviceInfo):
         pytest.skip(SKIP_PREFIX + f"no GPU: {device.reason}")
     return device
+
+
+@pytest.fixture(scope="session")
+def gpu(request: pytest.FixtureRequest) -> DeviceInfo:
+    """The GPU under test (skips the test when there is none)."""
+    return _require_device(_session(request.config))
 
 
 @pytest.fixture
@@ -137,9 +143,8 @@ def gpu_perf(request: pytest.FixtureRequest) -> Any:
 
     s = _session(request.config)
     if not s.settings.enabled:
-        pytest.skip(SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf")
-    if not isinstance(s.device, DeviceInfo):
-        pytest.skip(SKIP_PREFIX + f"no GPU: {s.device.reason}")
+        pytest.skip(PERF_OFF)
+    _require_device(s)
     try:
         settings = s.settings.for_test(request.node)
     except GpuPerfUsageError as exc:
@@ -162,8 +167,7 @@ def gpu_counters(request: pytest.FixtureRequest) -> Any:
     s = _session(request.config)
     if not s.settings.counters:
         pytest.skip(SKIP_PREFIX + "hardware-counter test, counters are off: run pytest with --gpu-perf-counters")
-    if not isinstance(s.device, DeviceInfo):
-        pytest.skip(SKIP_PREFIX + f"no GPU: {s.device.reason}")
+    _require_device(s)
     try:
         ncu = find_ncu()
     except CountersUnavailable as exc:

@@ -427,17 +427,7 @@ def _build_entry(
             "-o",
             str(output),
         ]
-        start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, encoding="utf-8", errors="replace")
-        seconds = time.perf_counter() - start
-        log = done.stdout + done.stderr
-        if done.returncode != 0 or not output.is_file():
-            raise NvccBuildError(
-                f"nvcc failed with exit code {done.returncode} building "
-                f"{', '.join(p.name for p in source_paths)}:\n{_tail(log)}",
-                command=command,
-                log=log,
-            )
+        log, seconds = run_nvcc(command, output, f"building {', '.join(p.name for p in source_paths)}")
         (staging / "nvcc.log").write_text(log)
         staging.chmod(0o755)  # mkdtemp makes it private; a shared cache should be readable
         (staging / "build.json").write_text(
@@ -470,6 +460,19 @@ def _wheel_link_dirs(compiler: str) -> list[str]:
     if not (top / "lib64").is_dir() and (lib / "libcudart_static.a").is_file():
         return [f"-L{lib}"]
     return []
+
+
+def run_nvcc(command: Sequence[str], output: Path, what: str) -> tuple[str, float]:
+    """Run an nvcc command line; return its log and wall seconds, or raise NvccBuildError naming ``what``."""
+    start = time.perf_counter()
+    done = subprocess.run(list(command), capture_output=True, text=True, encoding="utf-8", errors="replace")
+    seconds = time.perf_counter() - start
+    log = done.stdout + done.stderr
+    if done.returncode != 0 or not output.is_file():
+        raise NvccBuildError(
+            f"nvcc failed with exit code {done.returncode} {what}:\n{_tail(log)}", command=list(command), log=log
+        )
+    return log, seconds
 
 
 def _tail(log: str, lines: int = 60) -> str:

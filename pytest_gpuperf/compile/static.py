@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from pytest_gpuperf.compile import nvcc as _nvcc
 from pytest_gpuperf.compile.nvcc import NvccBuildError, NvccNotFound
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.files import atomic_write_json
+from pytest_gpuperf.files import atomic_write_json, read_json_object
 
 if TYPE_CHECKING:
     import pytest
@@ -466,17 +466,7 @@ def _build_cubin(
                 "-o",
                 str(cubin),
             ]
-            start = time.perf_counter()
-            done = subprocess.run(command, capture_output=True, text=True, encoding="utf-8", errors="replace")
-            seconds = time.perf_counter() - start
-            log = done.stdout + done.stderr
-            if done.returncode != 0 or not cubin.is_file():
-                raise NvccBuildError(
-                    f"nvcc failed with exit code {done.returncode} compiling {module.name} "
-                    f"({module.source.name}) for {arch}:\n{_nvcc._tail(log)}",
-                    command=command,
-                    log=log,
-                )
+            log, seconds = _nvcc.run_nvcc(command, cubin, f"compiling {module.name} ({module.source.name}) for {arch}")
             (staging / "ptxas.log").write_text(log)
             (staging / "build.json").write_text(json.dumps({"command": command, "build_seconds": seconds}, indent=1))
             staging.chmod(0o755)
@@ -663,21 +653,9 @@ class BudgetFile:
     @classmethod
     def read(cls, path: Path) -> "BudgetFile | None":
         """The validated file, or None when it does not exist (a bad file raises BaselineFileError)."""
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        data = read_json_object(path, "static budget file")
+        if data is None:
             return None
-        except OSError as exc:
-            raise BaselineFileError(f"static budget file {path} cannot be read: {exc}") from exc
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BaselineFileError(
-                f"static budget file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
-                "Fix it or restore it from version control; it will not be overwritten."
-            ) from None
-        if not isinstance(data, dict):
-            raise _bad(path, "<top level>", "must be a JSON object")
         if data.get("schema") != BUDGET_SCHEMA:
             raise _bad(path, "schema", f"must be {BUDGET_SCHEMA!r}, got {data.get('schema')!r}")
         modules = data.get("modules")

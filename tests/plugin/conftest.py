@@ -48,6 +48,10 @@ def fake_gpu(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Call
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
     for name in ("GPU_PERF", "GPU_PERF_TOLERANCE", "GPU_PERF_BASELINES", "GPU_PERF_JSON", "GPU_PERF_DEVICE"):
         monkeypatch.delenv(name, raising=False)
+    # When this suite itself runs under pytest-xdist, the inner pytester runs must not look like
+    # xdist workers (GPU selection and pytest-benchmark both read these).
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
 
     def configure(cc: str = "9.0", times: dict[str, float] | None = None, spread: float = 0.01, seed: int = 0, **extra: str) -> None:
         monkeypatch.setenv("FAKE_CC", cc)

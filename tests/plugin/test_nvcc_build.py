@@ -230,8 +230,8 @@ def test_find_nvcc_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_n
     wheel = make(tmp_path / "site" / "nvidia" / "cu13" / "bin" / "nvcc")
     home = make(tmp_path / "cuda" / "bin" / "nvcc")
     monkeypatch.setenv("PATH", str(on_path.parent))
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    monkeypatch.delitem(sys.modules, "nvidia", raising=False)
+    # Only this test's fake wheel: a real nvidia-cuda-nvcc wheel may be installed (the compile extra).
+    monkeypatch.setattr(nvcc_module, "_wheel_nvcc_candidates", lambda: [wheel])
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
     assert find_nvcc() == home
     monkeypatch.delenv("CUDA_HOME")
