@@ -133,7 +133,7 @@ class GpuPerf:
             return None
         elif entry is not None:
             slowdown = ratio_of_medians_ci(
-                _interval(m), entry.interval, self.settings.confidence
+                _interval(m), entry.interval, self.settings.confidence, self.settings.machine_noise
             )
             verdict = regression_verdict(slowdown, self.settings.tolerance)
             record["regression"] = {

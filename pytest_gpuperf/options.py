@@ -43,6 +43,16 @@ def _fraction(low: float, high: float) -> Callable[[Any], float]:
     return parse
 
 
+def _fraction_or_zero(text: Any) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError("expected a number from 0 up to 1") from None
+    if not 0 <= value < 1:
+        raise ValueError("expected a number from 0 up to 1 (exclusive)")
+    return value
+
+
 def _positive(text: Any) -> float:
     try:
         value = float(text)
@@ -138,6 +148,15 @@ SETTINGS: tuple[Setting, ...] = (
         "Slowdown vs the stored baseline that the regression gate is built to catch (0.05 = 5%).",
         _fraction(0.0, 1.0),
         0.05,
+        per_test=True,
+        metavar="FRACTION",
+    ),
+    Setting(
+        "machine-noise",
+        "Relative spread between runs and between GPUs of one model, added to every regression interval "
+        "(0.015 = 1.5%, measured across three H200s; 0 trusts one machine's run-to-run repeatability).",
+        _fraction_or_zero,
+        0.015,
         per_test=True,
         metavar="FRACTION",
     ),
@@ -252,6 +271,7 @@ class Settings:
     device: str
     json_path: Path | None
     tolerance: float
+    machine_noise: float
     confidence: float
     precision: float
     budget: float
@@ -276,6 +296,7 @@ class Settings:
             device=values["device"],
             json_path=_anchor(config, values["json"], sources["json"]) if values["json"] else None,
             tolerance=values["tolerance"],
+            machine_noise=values["machine-noise"],
             confidence=values["confidence"],
             precision=values["precision"],
             budget=values["budget"],

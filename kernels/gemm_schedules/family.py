@@ -158,7 +158,9 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
         "pingpong_vs_cooperative[square6144]": 0.95,  # measured 1.0126x [1.0094, 1.0159] (H200, 2026-11-21, session 5)
         "pingpong_vs_cooperative[square8192]": 0.97,  # measured 1.0268x [1.0250, 1.0327] (H200, 2026-11-21, session 5)
         "pingpong_vs_cooperative[decode_m16]": 1.79,  # measured 1.9018x [1.8932, 1.9072] (H200, 2026-11-21, session 5)
-        "pingpong_vs_cooperative[decode_m128]": 1.90,  # measured 2.0107x [2.0042, 2.0223] (H200, 2026-11-21, session 5)
+        # measured 2.0107x [2.0042, 2.0223] (session 5), 1.6792x [1.671, 1.683] on another H200 (session 8,
+        # where Cooperative ran 18% faster than in session 5); the margin takes the lower machine.
+        "pingpong_vs_cooperative[decode_m128]": 1.58,
         "pingpong_vs_cooperative[k_heavy]": 0.95,  # measured 1.0007x [1.0002, 1.0011] (H200, 2026-11-21, session 5)
         "pingpong_vs_cooperative[irregular]": 0.85,  # measured 0.9050x [0.9001, 0.9081] (H200, 2026-11-21, session 5)
     },

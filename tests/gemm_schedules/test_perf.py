@@ -19,11 +19,14 @@ from kernels.gemm_schedules.family import (
 from pytest_gpuperf import Variant
 
 # Compute-bound GEMMs run power-capped on the H200 (NVIDIA's sw_power_cap clock event), so their
-# times follow each chip's power behaviour: the same build measured up to 5% apart on two
-# physical H200s (sessions 5 and 6 in measurements/: cuBLAS at 8192^3 4.9% slower, SM clocks
-# 1275-1410 vs 1395-1500 MHz), with no code change. The default 5% tolerance (fail above +2.5%)
-# turned that into false alarms; 12% fails above +6%. Memory-bound families stayed within 1.7%.
-pytestmark = pytest.mark.gpu_perf(tolerance=0.12)
+# times follow each chip's power behaviour, not only the code: against session-5 baselines the
+# same build ran up to 5% slower on a second physical H200 (session 6: cuBLAS at 8192^3 4.9%
+# slower, SM clocks 1275-1410 vs 1395-1500 MHz) and 11-12% slower at 8192^3 on a third (session 8,
+# 1365 vs 1395 MHz and a wide interval), with no code change. Memory-bound families moved by at
+# most 2.7%. So these regression checks only catch gross slowdowns (above +12.5%); the
+# interleaved Ping-pong/Cooperative and cuBLAS gates, which pair both sides on one chip, are the
+# precise checks.
+pytestmark = pytest.mark.gpu_perf(tolerance=0.25)
 
 
 def assert_nothing_escaped(after: str) -> None:

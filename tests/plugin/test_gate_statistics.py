@@ -19,6 +19,7 @@ import pytest
 
 from pytest_gpuperf import Variant, Verdict
 from pytest_gpuperf.gates import regression_verdict
+from pytest_gpuperf.options import BY_NAME
 from pytest_gpuperf.stats import Interval, ratio_of_medians_ci
 from pytest_gpuperf.testing import FakeBackend
 from pytest_gpuperf.timing import SamplingPolicy, compare, measure
@@ -28,6 +29,7 @@ OUTLIER_RATE = 0.02
 T0 = 10e-6
 POLICY = SamplingPolicy()  # the defaults a user gets
 TOLERANCE = 0.05  # the default --gpu-perf-tolerance
+MACHINE_NOISE = BY_NAME["machine-noise"].default  # the default --gpu-perf-machine-noise
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,8 @@ def simulate(s: Scenario, seed: int) -> Verdict:
     if s.gate == "regression":
         before = measure(backend, Variant("before", _noop), POLICY, "cold")
         now = measure(backend, Variant("now", _noop), POLICY, "cold")
-        return regression_verdict(ratio_of_medians_ci(_interval(now), _interval(before), POLICY.confidence), TOLERANCE)
+        slowdown = ratio_of_medians_ci(_interval(now), _interval(before), POLICY.confidence, MACHINE_NOISE)
+        return regression_verdict(slowdown, TOLERANCE)
     return compare(backend, Variant("fast", _noop), Variant("baseline", _noop), POLICY, 1.0, "cold").verdict
 
 
