@@ -8,7 +8,7 @@ shapes, an absolute gate at the issue's 85%. 9 + 6 + 4 = 19 tests.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
@@ -41,12 +41,24 @@ def buffers_for() -> Iterator[Callable[[PerfCase], DeviceBuffers]]:
     cache.clear()
 
 
+# A 1.7 us launch moves with the chip more than the default allows: against session-5 baselines
+# the tiny baseline ran 2.7% and 4.7% slower on two other H200s (sessions 8 and 9) with no code
+# change, while the DRAM-sized cases stayed within 2.7%. Their regression checks fail above +6%.
+TINY_TOLERANCE = 0.12
+
+
+def params(cases: Sequence[PerfCase]) -> list[Any]:
+    """The cases as pytest params, tiny ones with the wider regression tolerance."""
+    tiny = [pytest.mark.gpu_perf(tolerance=TINY_TOLERANCE)]
+    return [pytest.param(case, id=case.id, marks=tiny if case.size == "tiny" else []) for case in cases]
+
+
 def variant(name: str, case: PerfCase, buffers: DeviceBuffers) -> Variant:
     return Variant(name, buffers.launcher(name), bytes=case.bytes, cache=case.cache)
 
 
 @pytest.mark.sm80
-@pytest.mark.parametrize("case", REORDERED_CASES, ids=lambda case: case.id)
+@pytest.mark.parametrize("case", params(REORDERED_CASES))
 def test_reordered_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
     """The design note's claim: loading the outputs before the LSE arithmetic is faster."""
     buffers = buffers_for(case)
@@ -58,7 +70,7 @@ def test_reordered_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase], 
 
 
 @pytest.mark.sm80
-@pytest.mark.parametrize("case", VECTORIZED_CASES, ids=lambda case: case.id)
+@pytest.mark.parametrize("case", params(VECTORIZED_CASES))
 def test_vectorized_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
     buffers = buffers_for(case)
     gpu_perf.assert_speedup(
