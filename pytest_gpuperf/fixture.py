@@ -40,7 +40,7 @@ class GpuPerf:
         """Time ``variant``; when ``check_baseline``, fail on a significant slowdown vs the stored baseline."""
         with self._session.gpu_lock():
             m = sampler.measure(
-                self._session.backend, variant, self._session.policy(self.settings), self._cache(), self.device.key
+                self._session.backend, variant, self._session.policy(self.settings), self.settings.cache, self.device.key
             )
         failure = self._record_measurement(m, check_baseline)
         if failure:
@@ -65,7 +65,7 @@ class GpuPerf:
                 baseline,
                 self._session.policy(self.settings),
                 at_least,
-                self._cache(),
+                self.settings.cache,
                 self.device.key,
             )
         failures = [f for f in (self._record_measurement(m, True) for m in (c.fast, c.baseline)) if f]
@@ -91,9 +91,6 @@ class GpuPerf:
         return self._session.copy_bandwidth()
 
     # -- internals --------------------------------------------------------------------
-    def _cache(self) -> Any:
-        return self.settings.cache
-
     def _emit(self, record: dict[str, Any]) -> None:
         self._item.user_properties.append((RECORD_KEY, record))
 
@@ -133,7 +130,7 @@ class GpuPerf:
             return None
         elif entry is not None:
             slowdown = ratio_of_medians_ci(
-                _interval(m), entry.interval, self.settings.confidence, self.settings.machine_noise
+                m.interval, entry.interval, self.settings.confidence, self.settings.machine_noise
             )
             verdict = regression_verdict(slowdown, self.settings.tolerance)
             record["regression"] = {
@@ -150,12 +147,6 @@ class GpuPerf:
                 )
         self._emit(record)
         return failure
-
-
-def _interval(m: Measurement) -> Any:
-    from pytest_gpuperf.stats import Interval
-
-    return Interval(m.median_s, m.ci_low_s, m.ci_high_s, m.confidence)
 
 
 def _module_path(item: pytest.Item) -> str:

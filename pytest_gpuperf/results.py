@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from pytest_gpuperf.gates import Verdict
+from pytest_gpuperf.stats import Interval
 
 CacheMode = Literal["cold", "hot"]
 
@@ -94,6 +95,11 @@ class Measurement:
     @property
     def rel_halfwidth(self) -> float:
         return (self.ci_high_s - self.ci_low_s) / (2 * self.median_s) if self.median_s else math.inf
+
+    @property
+    def interval(self) -> Interval:
+        """The median and its interval, for comparisons with a stored baseline."""
+        return Interval(self.median_s, self.ci_low_s, self.ci_high_s, self.confidence)
 
     @property
     def bandwidth(self) -> float | None:

@@ -95,14 +95,8 @@ class BuildResult:
 
 def _wheel_nvcc_candidates() -> list[Path]:
     """nvcc inside NVIDIA's pip wheels (``nvidia-cuda-nvcc``), without importing anything."""
-    try:
-        spec = importlib.util.find_spec("nvidia")
-    except (ImportError, ValueError):
-        return []
-    if spec is None or not spec.submodule_search_locations:
-        return []
     layouts = ("cu13/bin/nvcc", "cuda_nvcc/bin/nvcc")  # CUDA 13 wheels, then the CUDA 12 layout
-    return [Path(root) / rel for root in spec.submodule_search_locations for rel in layouts]
+    return [root / rel for root in _nvidia_roots() for rel in layouts]
 
 
 def find_nvcc() -> Path:
@@ -173,6 +167,7 @@ def _find_binutil(tool: str) -> Path:
 
 
 def _nvidia_roots() -> list[Path]:
+    """The folders of the ``nvidia`` namespace package NVIDIA's wheels install into, if any."""
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):

@@ -20,7 +20,7 @@ import pytest
 from pytest_gpuperf import Variant, Verdict
 from pytest_gpuperf.gates import regression_verdict
 from pytest_gpuperf.options import BY_NAME
-from pytest_gpuperf.stats import Interval, ratio_of_medians_ci
+from pytest_gpuperf.stats import ratio_of_medians_ci
 from pytest_gpuperf.testing import FakeBackend
 from pytest_gpuperf.timing import SamplingPolicy, compare, measure
 
@@ -47,17 +47,13 @@ def _noop() -> None:
     pass
 
 
-def _interval(m) -> Interval:  # type: ignore[no-untyped-def]
-    return Interval(m.median_s, m.ci_low_s, m.ci_high_s, m.confidence)
-
-
 def simulate(s: Scenario, seed: int) -> Verdict:
     times = {"before": T0, "now": T0 * s.slowdown, "fast": T0 * s.slowdown, "baseline": T0}
     backend = FakeBackend(times, spread=s.spread, outlier_rate=OUTLIER_RATE, seed=seed, call_launch=False)
     if s.gate == "regression":
         before = measure(backend, Variant("before", _noop), POLICY, "cold")
         now = measure(backend, Variant("now", _noop), POLICY, "cold")
-        slowdown = ratio_of_medians_ci(_interval(now), _interval(before), POLICY.confidence, MACHINE_NOISE)
+        slowdown = ratio_of_medians_ci(now.interval, before.interval, POLICY.confidence, MACHINE_NOISE)
         return regression_verdict(slowdown, TOLERANCE)
     return compare(backend, Variant("fast", _noop), Variant("baseline", _noop), POLICY, 1.0, "cold").verdict
 
