@@ -2,7 +2,7 @@
 # One batched session on the lent GPU: set up offline, check the timing engine, sweep the
 # kernel families, run the suite. Everything lands in $OUT/log.txt and $OUT/results.tgz.
 # Usage (from the repo root on the GPU machine): bash tools/device_session.sh STEP...
-#   steps: env timing sweeps correctness perf update megakernel counters
+#   steps: env timing sweeps correctness perf update megakernel mkquick counters xdist
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpuperf-out}
@@ -48,7 +48,7 @@ step_timing() { run_pytest timing tests/timing --gpu-perf; }
 step_sweeps() {
   for fam in ${SWEEP_FAMILIES:-merge_attn_states qkv cluster_reduce gemm_schedules}; do
     stamp "sweep $fam"
-    timeout "${SWEEP_TIMEOUT:-150}" $PY -m kernels.$fam.sweep --out "$RES/sweep_$fam.json" 2>&1 | tail -n "${SWEEP_TAIL:-70}"
+    timeout "${SWEEP_TIMEOUT:-150}" $PY -m kernels.$fam.sweep --out "$RES/sweep_$fam.json" ${SWEEP_ARGS:-} 2>&1 | tail -n "${SWEEP_TAIL:-70}"
   done
 }
 
@@ -73,6 +73,11 @@ for name in ("xdist_update", "xdist_check"):
     per_gpu = collections.Counter(m["gpu_ordinal"] for t in report["tests"] for m in t["measurements"])
     print(name, "measurements per GPU ordinal:", dict(per_gpu), "summary:", report["summary"])
 PY
+}
+# Quick megakernel loop: the GPU correctness tests of MK_SELECT, then the sweep of MK_VARIANTS.
+step_mkquick() {
+  run_pytest mk_quick tests/megakernel/test_correctness.py -k "${MK_SELECT:-fused_ring or shared_memory}"
+  SWEEP_FAMILIES=megakernel SWEEP_TIMEOUT=240 SWEEP_ARGS="--skip-hf --variants ${MK_VARIANTS:-fused head_based fused_ring} --positions ${MK_POSITIONS:-1 200 1000}" step_sweeps
 }
 step_megakernel() { run_pytest mk_correctness tests/megakernel; SWEEP_FAMILIES=megakernel SWEEP_TIMEOUT=240 step_sweeps; }
 

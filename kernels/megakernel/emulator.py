@@ -62,6 +62,7 @@ def load_library(config: ModelConfig, own_grid_barrier: bool = False) -> ctypes.
                                       ctypes.c_uint, ctypes.c_char_p, ctypes.c_int]
     lib.mk_emulate_params_bytes.restype = ctypes.c_int
     lib.mk_emulate_shared_bytes.restype = ctypes.c_int
+    lib.mk_emulate_shared_bytes_ring.restype = ctypes.c_int
     if lib.mk_emulate_params_bytes() != PARAMS_DTYPE.itemsize:
         raise RuntimeError(f"MegakernelParams is {lib.mk_emulate_params_bytes()} bytes in C++ but "
                            f"{PARAMS_DTYPE.itemsize} in layout.PARAMS_DTYPE")
@@ -89,9 +90,10 @@ def emulate_decode(buffers: DecodeBuffers, variant: str, token: int, position: i
         raise RuntimeError(f"emulated {variant} step failed: {error.value.decode()}")
 
 
-def shared_bytes_of(config: ModelConfig) -> int:
-    """kSharedBytes as the C++ source computes it (checks layout.shared_bytes)."""
-    return int(load_library(config).mk_emulate_shared_bytes())
+def shared_bytes_of(config: ModelConfig, ring: bool = False) -> int:
+    """kSharedBytes (or kSharedBytesRing) as the C++ source computes it (checks layout.shared_bytes)."""
+    lib = load_library(config)
+    return int(lib.mk_emulate_shared_bytes_ring() if ring else lib.mk_emulate_shared_bytes())
 
 
 __all__ = ["compiler", "emulate_decode", "load_library", "shared_bytes_of"]

@@ -6,7 +6,11 @@ from pathlib import Path
 SOURCES = (Path(__file__).with_name("megakernel.cu"), Path(__file__).with_name("grid_sync_cost.cu"))
 
 # Template argument of megakernel_decode<V> is the index in this tuple.
-VARIANTS = ("baseline", "redundant_rmsnorm", "head_based", "fused", "fused_prefetch", "fused_stream")
+VARIANTS = ("baseline", "redundant_rmsnorm", "head_based", "fused", "fused_prefetch", "fused_stream", "fused_ring")
+
+# Variants whose weights go through the shared-memory ring: their launch needs kSharedBytesRing
+# (about 205 KB) of dynamic shared memory instead of about 45 KB.
+RING_VARIANTS = frozenset({"fused_ring"})
 
 # The fastest variant measured, chosen from measurements: H200, 2026-11-21, session 3 (interleaved
 # perf suite), ms/token at positions 1 / 10 / 50 / 100 / 200 / 1000:
@@ -18,15 +22,15 @@ BEST_VARIANT = "head_based"
 # BEST_VARIANT and these, so a faster new variant is judged without editing this file first;
 # after a measured run, move the winner into BEST_VARIANT (with its numbers) and empty this.
 # fused_stream was measured in session 5: 0.94-0.96x of fused, so head_based stays the best.
-UNMEASURED_VARIANTS: tuple[str, ...] = ()
+UNMEASURED_VARIANTS: tuple[str, ...] = ("fused_ring",)
 GATE_CANDIDATES = (BEST_VARIANT, *UNMEASURED_VARIANTS)
 
 # Grid-wide syncs per layer, and barriers over one kv head's group of blocks (head_based only).
 # The final RMSNorm adds one grid sync in the baseline, none elsewhere.
 GRID_SYNCS_PER_LAYER = {"baseline": 8, "redundant_rmsnorm": 6, "head_based": 4, "fused": 5, "fused_prefetch": 5,
-                        "fused_stream": 5}
+                        "fused_stream": 5, "fused_ring": 5}
 GROUP_BARRIERS_PER_LAYER = {"baseline": 0, "redundant_rmsnorm": 0, "head_based": 2, "fused": 0, "fused_prefetch": 0,
-                            "fused_stream": 0}
+                            "fused_stream": 0, "fused_ring": 0}
 
 PERF_POSITIONS = (1, 10, 50, 100, 200, 1000)
 ROOFLINE_POSITIONS = tuple(p for p in PERF_POSITIONS if p <= 200)  # where the 50% target applies
@@ -39,6 +43,7 @@ COMPARISONS = {
     "head_based_vs_baseline": ("head_based", "baseline"),
     "fused_prefetch_vs_fused": ("fused_prefetch", "fused"),
     "fused_stream_vs_fused": ("fused_stream", "fused"),  # same phases and syncs; isolates the stream
+    "fused_ring_vs_fused": ("fused_ring", "fused"),  # same phases and syncs; isolates the weight ring
 }
 GATE_POSITIONS = (1, 200, 1000)
 
@@ -71,7 +76,10 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
         # New variant: not yet measured.
         "fused_stream_vs_fused@1": 0.89,  # measured 0.9429x [0.9402, 0.9443] (session 5): fused_stream is SLOWER than fused; its predicted 0.53 ms/token did not hold
         "fused_stream_vs_fused@200": 0.91,  # measured 0.9647x [0.9623, 0.9668] (session 5): fused_stream is SLOWER than fused; its predicted 0.53 ms/token did not hold
-        "fused_stream_vs_fused@1000": 0.91,  # measured 0.9606x [0.9594, 0.9621] (session 5): fused_stream is SLOWER than fused; its predicted 0.53 ms/token did not hold
+        "fused_stream_vs_fused@1000": 0.91,
+        "fused_ring_vs_fused@1": None,  # new: not yet measured
+        "fused_ring_vs_fused@200": None,
+        "fused_ring_vs_fused@1000": None,  # measured 0.9606x [0.9594, 0.9621] (session 5): fused_stream is SLOWER than fused; its predicted 0.53 ms/token did not hold
     },
 }
 
@@ -137,8 +145,10 @@ GRID_SYNC_NAME_EXPRESSIONS = ("grid_sync_loop<0>", "grid_sync_loop<1>")  # coope
 # and the grid-sync probe. __launch_bounds__(512, 1) leaves 128 registers per thread; the budgets
 # in baselines/static/megakernel.json hold each variant to what it uses, with no spills. Facts:
 # weights stream as 16-byte loads that bypass L1 (ld.global.nc.L1::no_allocate.v4 ->
-# LDG.E.NA.128.CONSTANT), and fused_prefetch issues the sm_90 bulk L2 prefetch
-# (cp.async.bulk.prefetch.L2 -> UBLKPF.L2; compiled for sm_90 only).
+# LDG.E.NA.128.CONSTANT) in variants 0-5, fused_prefetch issues the sm_90 bulk L2 prefetch
+# (cp.async.bulk.prefetch.L2 -> UBLKPF.L2; compiled for sm_90 only), and fused_ring copies its
+# weight pages with bulk copies and waits on mbarriers on sm_90 (UBLKCP.S.G, SYNCS.PHASECHK), with
+# 16-byte cp.async (LDGSTS.E.BYPASS.128) before sm_90.
 CUDA_MODULES: tuple[CudaModule, ...] = (
     CudaModule(
         "megakernel.decode",
@@ -146,8 +156,15 @@ CUDA_MODULES: tuple[CudaModule, ...] = (
         options=COMPILE_OPTIONS + QWEN3_0_6B.compile_defines(),
         name_expressions=DECODE_NAME_EXPRESSIONS,
         archs=("sm_80", "sm_90"),
-        sass_facts={"megakernel_decode<": (r"\bLDG\.E\.NA\.128\.CONSTANT\b",)},
-        sass_facts_by_arch={"sm_90": {f"megakernel_decode<{VARIANTS.index('fused_prefetch')}>": (r"\bUBLKPF\.L2\b",)}},
+        sass_facts={"megakernel_decode<[0-5]>": (r"\bLDG\.E\.NA\.128\.CONSTANT\b",)},
+        sass_facts_by_arch={
+            "sm_90": {
+                f"megakernel_decode<{VARIANTS.index('fused_prefetch')}>": (r"\bUBLKPF\.L2\b",),
+                # fused_ring: bulk copies into shared memory, mbarrier waits
+                f"megakernel_decode<{VARIANTS.index('fused_ring')}>": (r"\bUBLKCP\.S\.G\b", r"\bSYNCS\.PHASECHK\.TRANS64"),
+            },
+            "sm_80": {f"megakernel_decode<{VARIANTS.index('fused_ring')}>": (r"\bLDGSTS\.E\.BYPASS\.128\b",)},
+        },
         group="megakernel",
     ),
     CudaModule(

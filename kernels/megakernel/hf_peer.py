@@ -57,6 +57,16 @@ def unavailable_reason() -> str | None:
     return None
 
 
+def cpu_unavailable_reason() -> str | None:
+    """Why the peer cannot run eagerly on the CPU here (torch or transformers missing), or None."""
+    try:
+        importlib.import_module("torch")
+        importlib.import_module("transformers")
+    except ImportError as exc:
+        return f"torch/transformers not importable: {exc}"
+    return None
+
+
 @dataclass(frozen=True)
 class LogitCheck:
     """The peer's logits against ours (or the reference's) at one step."""
@@ -149,15 +159,21 @@ def expected_inv_freq(config: ModelConfig) -> np.ndarray:
 
 class HFStaticCachePeer:
     """Qwen3ForCausalLM in bf16 on the GPU, the megakernel's weights copied in, one decode step
-    (input_ids [1, 1], cache_position [1]) that can be captured in a CUDA graph."""
+    (input_ids [1, 1], cache_position [1]) that can be captured in a CUDA graph.
 
-    def __init__(self, config: ModelConfig, weights: Mapping[str, np.ndarray], max_cache_len: int):
+    ``device="cpu"`` builds the same peer on the CPU for eager checks (no graph, no timing by
+    events): slow, but it needs no GPU, which is what tests/megakernel/test_hf_peer_cpu.py uses."""
+
+    def __init__(self, config: ModelConfig, weights: Mapping[str, np.ndarray], max_cache_len: int,
+                 device: str = "cuda"):
         import torch
         import transformers
 
         self.config = config
         self.max_cache_len = max_cache_len
-        self.device = torch.device("cuda")
+        self.device = torch.device(device)
+        if self.device.type not in ("cuda", "cpu"):
+            raise ValueError(f"device must be cuda or cpu, got {device!r}")
         hf_config = _qwen3_config(config, max_cache_len)
         with self.device:
             model = transformers.Qwen3ForCausalLM(hf_config)
@@ -187,6 +203,17 @@ class HFStaticCachePeer:
                                f"{(1, config.kv_heads, max_cache_len, HEAD_DIM)}")
         self._prefill_k: Any = None
         self._prefill_v: Any = None
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def _synchronize(self) -> None:
+        """Wait for the device (a no-op on the CPU, where every op has finished on return)."""
+        if self.on_cuda:
+            import torch
+
+            torch.cuda.synchronize()
 
     # ---- the model ----------------------------------------------------------------------
     def _restore_float32_inv_freq(self, model: Any) -> None:
@@ -252,7 +279,7 @@ class HFStaticCachePeer:
             for source, target in ((self._prefill_k[0], keys), (self._prefill_v[0], values)):
                 target[0, :, :positions].copy_(source[layer, :, :positions])
                 target[0, :, positions:].zero_()
-        torch.cuda.synchronize()
+        self._synchronize()
 
     def untouched_rows_equal(self, positions: int) -> bool:
         """Whether rows 0..positions-1 of every layer still hold the last prefill (a step at
@@ -279,7 +306,7 @@ class HFStaticCachePeer:
             raise ValueError(f"position must be in [0, {self.max_cache_len}), got {position}")
         self.input_ids.fill_(token)
         self.cache_position.fill_(position)
-        torch.cuda.synchronize()  # replays may run on another stream (CuPy's)
+        self._synchronize()  # replays may run on another stream (CuPy's)
 
     def write_positions(self) -> list[int]:
         """Each layer's write counter (transformers 5.x), for checks: position + 1 after a step."""
@@ -287,9 +314,11 @@ class HFStaticCachePeer:
 
     # ---- running -------------------------------------------------------------------------
     def capture(self) -> None:
-        """Warm up on a side stream, then capture one decode step into a CUDA graph."""
+        """Warm up on a side stream, then capture one decode step into a CUDA graph (CUDA only)."""
         import torch
 
+        if not self.on_cuda:
+            raise RuntimeError(f"capture() needs a CUDA device; this peer runs on {self.device} (use step())")
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -321,7 +350,7 @@ class HFStaticCachePeer:
         import torch
 
         if self.graph is None:
-            raise RuntimeError("capture() first")
+            raise RuntimeError("capture() first (CUDA only)")
         graph = self.graph
 
         def launch() -> None:
@@ -333,10 +362,19 @@ class HFStaticCachePeer:
         return launch
 
     def time_step(self, iterations: int = 50) -> float:
-        """Median seconds per step over ``iterations`` replays (or eager calls), by CUDA events."""
+        """Median seconds per step over ``iterations`` replays (or eager calls), by CUDA events
+        (by the host clock on the CPU)."""
+        import time
+
         import torch
 
         times = []
+        if not self.on_cuda:
+            for _ in range(iterations):
+                start_s = time.perf_counter()
+                self.step()
+                times.append(time.perf_counter() - start_s)
+            return float(np.median(times))
         for _ in range(iterations):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -350,11 +388,14 @@ class HFStaticCachePeer:
         """Release the model, cache and graph (finishing outstanding work first)."""
         import torch
 
-        torch.cuda.synchronize()
+        if self.model is None:
+            return
+        self._synchronize()
         self.graph = self.logits = self.model = self.cache = None
         self._counters = []
         self._prefill_k = self._prefill_v = None
-        torch.cuda.empty_cache()
+        if self.on_cuda:
+            torch.cuda.empty_cache()
 
 
 def cross_check(peer: HFStaticCachePeer, expected_logits: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from kernels.megakernel.config import ModelConfig
-from kernels.megakernel.family import COMPILE_OPTIONS, GRID_SYNC_NAME_EXPRESSIONS, SOURCES, VARIANTS
+from kernels.megakernel.family import COMPILE_OPTIONS, GRID_SYNC_NAME_EXPRESSIONS, RING_VARIANTS, SOURCES, VARIANTS
 from kernels.megakernel.layout import THREADS, DecodeBuffers, shared_bytes
 
 GRID_SYNC_MODES = ("cooperative_groups", "subset_barrier")  # grid_sync_loop<0>, <1>
@@ -44,6 +44,14 @@ def _resident_blocks_per_sm(function: Any, smem: int) -> int:
     return int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, THREADS, smem))
 
 
+def _allow_dynamic_shared(function: Any, smem: int) -> None:
+    """Lift the 48 KB default cap on dynamic shared memory for ``function`` (ring variants)."""
+    import cupy
+
+    attribute = getattr(cupy.cuda.driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)
+    cupy.cuda.driver.funcSetAttribute(function.ptr, attribute, smem)
+
+
 class Megakernel:
     """One model on the GPU and its decode step, in any of the family's variants.
 
@@ -61,13 +69,22 @@ class Megakernel:
         self.config = config
         self.max_seq = max_seq
         self.shared_bytes = shared_bytes(config)
+        self.variant_shared_bytes = {v: shared_bytes(config, ring=v in RING_VARIANTS) for v in VARIANTS}
         module = decode_module(config, own_grid_barrier)
         self._module = module
         self._functions = {v: module.get_function(kernel_name(v)).kernel for v in VARIANTS}
+        optin = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
+        for v, function in self._functions.items():
+            smem = self.variant_shared_bytes[v]
+            if smem > optin:
+                raise RuntimeError(f"{v} needs {smem} B of shared memory per block; this GPU allows {optin}")
+            if smem > 48 * 1024:
+                _allow_dynamic_shared(function, smem)
         sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
-        per_sm = min(_resident_blocks_per_sm(f, self.shared_bytes) for f in self._functions.values())
+        per_sm = min(_resident_blocks_per_sm(f, self.variant_shared_bytes[v]) for v, f in self._functions.items())
         if per_sm < 1:
-            raise RuntimeError(f"a {THREADS}-thread block with {self.shared_bytes} B of shared memory does not fit on an SM")
+            raise RuntimeError(f"a {THREADS}-thread block with {max(self.variant_shared_bytes.values())} B of shared "
+                               "memory does not fit on an SM")
         self.max_grid_blocks = per_sm * sm_count
         self.grid_blocks = sm_count if grid_blocks is None else grid_blocks
         if not config.kv_heads <= self.grid_blocks <= self.max_grid_blocks:
@@ -90,11 +107,12 @@ class Megakernel:
         """The last step's logits, a CuPy float32 ``[vocab]`` array."""
         return self.buffers["logits"]
 
-    def shared_bytes_in_module(self) -> int:
-        """``mk_shared_bytes`` as compiled into the module (should equal ``self.shared_bytes``)."""
+    def shared_bytes_in_module(self, ring: bool = False) -> int:
+        """``mk_shared_bytes`` (or ``mk_shared_bytes_ring``) as compiled into the module (should equal
+        ``layout.shared_bytes(config, ring)``)."""
         import cupy
 
-        pointer = self._module.get_global("mk_shared_bytes")
+        pointer = self._module.get_global("mk_shared_bytes_ring" if ring else "mk_shared_bytes")
         return int(cupy.ndarray((1,), cupy.int32, pointer).get()[0])
 
     # ---- launching ------------------------------------------------------------------------
@@ -111,7 +129,7 @@ class Megakernel:
         function = self._functions[variant]
         grid, block = (self.grid_blocks,), (THREADS,)
         args = (self._params, np.int32(token), np.int32(position))
-        smem = self.shared_bytes
+        smem = self.variant_shared_bytes[variant]
 
         def launch() -> None:
             function(grid, block, args, shared_mem=smem, enable_cooperative_groups=True)

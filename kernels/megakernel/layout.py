@@ -31,8 +31,13 @@ ATTN_MAX_CHUNK = 1024  # kAttnMaxChunk
 PARTIAL_STRIDE = HEAD_DIM + 2
 
 
-def shared_bytes(config: ModelConfig) -> int:
-    """Dynamic shared memory per block (kSharedBytes in megakernel.cu)."""
+RING_SLOTS = 5         # kRingSlots
+PAGE_BYTES = 32768    # kPageBytes
+
+
+def shared_bytes(config: ModelConfig, ring: bool = False) -> int:
+    """Dynamic shared memory per block: kSharedBytes in megakernel.cu, or with ``ring`` (the
+    fused_ring variant) kSharedBytesRing, which adds the weight ring and its barriers."""
     def round16(n: int) -> int:
         return (n + 15) // 16 * 16
 
@@ -48,7 +53,10 @@ def shared_bytes(config: ModelConfig) -> int:
     own = round16(config.hidden * 4)
     segments = 4 * config.layers + 1
     segment_table = round16(segments * 8) + round16(segments * 4)
-    return vec + partial + scores + q + misc + kv_row + own + segment_table
+    base = vec + partial + scores + q + misc + kv_row + own + segment_table
+    if not ring:
+        return base
+    return (base + 127) // 128 * 128 + RING_SLOTS * PAGE_BYTES + RING_SLOTS * 8
 
 
 def pack_weights(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -58,6 +58,7 @@ constexpr int kPartialStride = kHeadDim + 2;  // split-attention record: o[128],
 constexpr int kGridWordSlot = 2 * kKVHeads;   // counters[]: the own grid barrier's word
 
 __host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
+template <int N> struct IntTag { static constexpr int value = N; };  // an int as a type (template lambdas)
 constexpr int kMaxK = imax(kHidden, imax(kQDim, kInter));
 constexpr int kPartialFloats = imax(4096, kWarps * kGqa * kHeadDim);
 
@@ -110,30 +111,37 @@ struct MegakernelParams {
 // stream:         one register pipeline carries every weight load of the step, across phases and
 //                 grid barriers (stream_gemv); attention issues its K/V loads before the queries
 //                 are ready; the block keeps its residual rows in shared memory.
+// ring:           the stream variant's step, but every weight byte goes through a ring of pages in
+//                 shared memory, filled by asynchronous copies (bulk copies on sm_90) that run up to
+//                 kRingSlots pages ahead of the GEMVs, across phases and grid barriers.
 template <int V> struct Variant;
 template <> struct Variant<0> {  // baseline: 8 grid syncs per layer
     static constexpr bool redundant_norm = false, head_groups = false, fused_qk = false,
-                          norm_partials = false, prefetch = false, stream = false;
+                          norm_partials = false, prefetch = false, stream = false, ring = false;
 };
 template <> struct Variant<1> {  // redundant RMSNorm: 6
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = false,
-                          norm_partials = false, prefetch = false, stream = false;
+                          norm_partials = false, prefetch = false, stream = false, ring = false;
 };
 template <> struct Variant<2> {  // head-based: 4 grid syncs + 2 group barriers
     static constexpr bool redundant_norm = true, head_groups = true, fused_qk = false,
-                          norm_partials = false, prefetch = false, stream = false;
+                          norm_partials = false, prefetch = false, stream = false, ring = false;
 };
 template <> struct Variant<3> {  // fused phases: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false, stream = false;
+                          norm_partials = true, prefetch = false, stream = false, ring = false;
 };
 template <> struct Variant<4> {  // fused phases + L2 prefetch: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = true, stream = false;
+                          norm_partials = true, prefetch = true, stream = false, ring = false;
 };
 template <> struct Variant<5> {  // fused phases + weight stream across the barriers: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false, stream = true;
+                          norm_partials = true, prefetch = false, stream = true, ring = false;
+};
+template <> struct Variant<6> {  // fused phases + weight pages in a shared-memory ring, copied ahead: 5
+    static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
+                          norm_partials = true, prefetch = false, stream = false, ring = true;
 };
 
 // ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
@@ -158,6 +166,16 @@ constexpr int kSegBaseBytes = round16(kStreamSegments * 8);           // stream 
 constexpr int kSegChunksBytes = round16(kStreamSegments * 4);         // stream segment sizes (16-byte chunks)
 constexpr int kSharedBytes = kVecBytes + kPartialBytes + kScoresBytes + kQBytes + kMiscFloats * 4 + kKvRowBytes +
                              kOwnBytes + kSegBaseBytes + kSegChunksBytes;
+// The ring variant adds the weight ring after the regions above (128-byte aligned) and one mbarrier
+// per slot: 5 x 32 KB keeps 160 KB per SM in flight, and the largest GEMV slice of a layer (gate/up,
+// 96 KB per SM on 132 blocks) fits whole.
+constexpr int kRingSlots = 5;
+constexpr int kPageBytes = 32768;
+constexpr int kRingOffset = (kSharedBytes + 127) / 128 * 128;
+constexpr int kSharedBytesRing = kRingOffset + kRingSlots * kPageBytes + kRingSlots * 8;
+
+template <int kVariant>
+__host__ __device__ constexpr int shared_bytes_of() { return Variant<kVariant>::ring ? kSharedBytesRing : kSharedBytes; }
 
 struct Shared {
     float* vec;      // GEMV input vector, permuted by vec_slot
@@ -169,6 +187,8 @@ struct Shared {
     float* own;      // [hidden]: the residual rows this block updates, by row index (stream)
     unsigned long long* seg_base;  // [kStreamSegments]: first byte of the block's slice (stream)
     int* seg_chunks;               // [kStreamSegments]: 16-byte chunks in the block's slice (stream)
+    unsigned char* ring;           // [kRingSlots][kPageBytes]: weight pages (ring variant only)
+    unsigned long long* ring_full; // [kRingSlots]: mbarrier per slot, "the page has landed" (ring)
 };
 
 __device__ __forceinline__ Shared carve_shared() {
@@ -184,6 +204,8 @@ __device__ __forceinline__ Shared carve_shared() {
     s.own = reinterpret_cast<float*>(extra + kKvRowBytes);
     s.seg_base = reinterpret_cast<unsigned long long*>(extra + kKvRowBytes + kOwnBytes);
     s.seg_chunks = reinterpret_cast<int*>(extra + kKvRowBytes + kOwnBytes + kSegBaseBytes);
+    s.ring = base + kRingOffset;  // only inside the allocation for the ring variant
+    s.ring_full = reinterpret_cast<unsigned long long*>(base + kRingOffset + kRingSlots * kPageBytes);
     return s;
 }
 
@@ -564,6 +586,145 @@ __device__ __forceinline__ float stream_gemv(uint4 (&w)[kStreamDepth], int seg, 
             epilogue_sum += epilogue(slice.row0 + tile0 + o * kRowsPerOut, v);
         }
         __syncthreads();  // part_s is rewritten by the next tile
+    }
+    return epilogue_sum;
+}
+
+// ---- the weight ring (ring variant) ----------------------------------------------------------
+// The block's weight stream (the stream variant's segments: per layer QKV, O, gate/up, down, then
+// the LM head) cut into pages of whole rows, each copied into a slot of a shared-memory ring by the
+// asynchronous copies of mk_device.cuh. The copy of page n + kRingSlots is issued as soon as page n
+// has been consumed, so while the block waits at a grid barrier, normalises or runs attention, the
+// next kRingSlots pages (160 KB) are landing; a GEMV then reads its weights from shared memory.
+// Copies are issued by warp 1: warp 0's thread 0 arrives at the grid barriers.
+constexpr int kRingIssueWarp = 1;
+
+// Rows of a K-column matrix per page: as many as fit, in whole outputs.
+__host__ __device__ constexpr int ring_page_rows(int k, int rows_per_out) {
+    return kPageBytes / (2 * k) / rows_per_out * rows_per_out;
+}
+
+// Warps per row when a page has fewer rows than the block has warps: each takes an equal share of
+// the row's 256-column segments.
+__host__ __device__ constexpr int ring_parts(int k, int rows_per_out) {
+    int parts = kWarps / ring_page_rows(k, rows_per_out);
+    parts = parts < 1 ? 1 : (parts > k / 256 ? k / 256 : parts);
+    while ((k / 256) % parts != 0) --parts;
+    return parts;
+}
+
+__host__ __device__ constexpr int ring_page_items(int k, int rows_per_out) {
+    return ring_page_rows(k, rows_per_out) * ring_parts(k, rows_per_out);
+}
+constexpr int kRingItemsMax = imax(ring_page_items(kHidden, 2), imax(ring_page_items(kQDim, 1), ring_page_items(kInter, 1)));
+static_assert(ring_page_rows(kInter, 1) >= 1 && ring_page_rows(kQDim, 1) >= 1 && ring_page_rows(kHidden, 2) >= 2,
+              "a page must hold at least one output");
+static_assert(2 * kRingItemsMax <= kPartialFloats, "the pages' row sums (double-buffered) must fit s.partial");
+
+// Columns, and rows per output, of segment `seg` of the stream.
+__device__ __forceinline__ int ring_segment_k(int seg) {
+    if (seg >= 4 * kLayers) return kHidden;
+    return seg % 4 == 1 ? kQDim : (seg % 4 == 3 ? kInter : kHidden);
+}
+__device__ __forceinline__ int ring_segment_rows_per_out(int seg) { return seg < 4 * kLayers && seg % 4 == 2 ? 2 : 1; }
+
+// Ring state, the same in every thread of the block.
+struct Ring {
+    int consumed;  // pages consumed (the next one to consume sits in slot consumed % kRingSlots)
+    int issued;    // pages issued
+    int next_seg;  // the next page to issue: rows from next_row of segment next_seg
+    int next_row;
+};
+
+__device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRingIssueWarp; }
+
+// Issues the block's next page into slot issued % kRingSlots (which must be free), or records that
+// the stream has ended. Called by every thread (the state advances everywhere; warp 1 copies).
+__device__ __forceinline__ void ring_issue_next(const MegakernelParams& P, const Shared& s, Ring& ring) {
+    while (ring.next_seg < kStreamSegments) {
+        const StreamSlice slice = stream_slice(P, ring.next_seg);
+        if (ring.next_row < slice.nrows) {
+            const int k = ring_segment_k(ring.next_seg);
+            const int rows = min(ring_page_rows(k, ring_segment_rows_per_out(ring.next_seg)), slice.nrows - ring.next_row);
+            const int slot = ring.issued % kRingSlots;
+            if (ring_issuer()) {
+                page_copy_async(s.ring + slot * kPageBytes, slice.base + static_cast<size_t>(ring.next_row) * k,
+                                static_cast<unsigned>(rows * k * 2), s.ring_full + slot);
+            }
+            ++ring.issued;
+            ring.next_row += rows;
+            return;
+        }
+        ++ring.next_seg;
+        ring.next_row = 0;
+    }
+    if (ring_issuer()) page_copy_none();
+    ++ring.issued;
+}
+
+// Barriers, then the first kRingSlots pages in flight.
+__device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s) {
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < kRingSlots; ++i) page_barrier_init(s.ring_full + i);
+        page_barrier_init_fence();
+    }
+    __syncthreads();
+    Ring ring{0, 0, 0, 0};
+    for (int i = 0; i < kRingSlots; ++i) ring_issue_next(P, s, ring);
+    return ring;
+}
+
+// block_gemv's computation on segment `seg` of the stream, reading the weights from the ring: per
+// page, warp w takes the (row, part) items w, w + 16, ..., a part being an equal share of the row's
+// 256-column segments; then the epilogue runs on the page's outputs while the next page copies into
+// the freed slot. The items' sums alternate between two halves of s.partial, so one block barrier
+// per page suffices.
+template <int kK, int kRowsPerOut, typename Epilogue>
+__device__ __forceinline__ float ring_gemv(const MegakernelParams& P, Ring& ring, int seg, const float* x_s,
+                                           const Shared& s, Epilogue epilogue) {
+    constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut);
+    constexpr int kParts = ring_parts(kK, kRowsPerOut);
+    constexpr int kPartChunks = kK / 8 / kParts;  // 16-byte chunks per item, a multiple of 32
+    constexpr int kRowChunks = kK / 8;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const StreamSlice slice = stream_slice(P, seg);
+    float epilogue_sum = 0.f;
+
+    for (int r0 = 0; r0 < slice.nrows; r0 += kPageRows) {
+        const int rows = min(kPageRows, slice.nrows - r0);
+        const int slot = ring.consumed % kRingSlots;
+        page_wait<kRingSlots - 1>(s.ring_full + slot, static_cast<unsigned>(ring.consumed / kRingSlots) & 1u,
+                                  ring_issuer());
+        const uint4* page = reinterpret_cast<const uint4*>(s.ring + slot * kPageBytes);
+        float* sums = s.partial + (ring.consumed & 1) * kRingItemsMax;
+        for (int item = warp; item < rows * kParts; item += kWarps) {
+            const int r = item / kParts, part = item - r * kParts;
+            const uint4* w = page + r * kRowChunks + part * kPartChunks;
+            float acc = 0.f;
+#pragma unroll
+            for (int i = 0; i < kPartChunks / 32; ++i) {
+                const int col8 = part * kPartChunks + i * 32 + lane;
+                const float4 xlo = reinterpret_cast<const float4*>(x_s)[col8];
+                const float4 xhi = reinterpret_cast<const float4*>(x_s + kVecHalf)[col8];
+                acc += dot8_bf16_f32(w[i * 32 + lane], xlo, xhi);
+            }
+            acc = warp_sum(acc);
+            if (lane == 0) sums[item] = acc;
+        }
+        __syncthreads();  // the slot is free and the sums complete
+        ++ring.consumed;
+        ring_issue_next(P, s, ring);
+        for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
+            float v[kRowsPerOut];
+#pragma unroll
+            for (int q = 0; q < kRowsPerOut; ++q) {
+                float acc = 0.f;
+#pragma unroll
+                for (int part = 0; part < kParts; ++part) acc += sums[(o * kRowsPerOut + q) * kParts + part];
+                v[q] = acc;
+            }
+            epilogue_sum += epilogue(slice.row0 + r0 + o * kRowsPerOut, v);
+        }
     }
     return epilogue_sum;
 }
@@ -1180,15 +1341,34 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
 template <int kVariant>
 __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, const int token, const int position) {
     using T = Variant<kVariant>;
-    static_assert(T::stream && T::fused_qk && T::norm_partials && T::redundant_norm && !T::head_groups,
+    static_assert((T::stream || T::ring) && T::fused_qk && T::norm_partials && T::redundant_norm && !T::head_groups,
                   "the stream step implements the fused phase list");
     const Shared s = carve_shared();
     const int nb = gridDim.x, b = blockIdx.x;
     const AttentionSplit split = attention_split(position + 1, nb / kKVHeads);
     const int attention_units = kKVHeads * split.units;
 
+    // Weights: the register stream (stream) or the shared-memory ring (ring); either way layer 0's
+    // QKV weights are in flight from here on.
     uint4 w[kStreamDepth];
-    stream_start(P, s, w);  // layer 0's QKV weights are in flight from here on
+    Ring ring{0, 0, 0, 0};
+    if constexpr (T::ring) {
+        ring = ring_start(P, s);
+    } else {
+        stream_start(P, s, w);
+    }
+    // GEMV on segment `seg` of the weight stream, whichever carries it.
+    auto gemv = [&](auto k_tag, auto rows_per_out_tag, int seg, auto epilogue) -> float {
+        constexpr int kK = decltype(k_tag)::value, kRowsPerOut = decltype(rows_per_out_tag)::value;
+        if constexpr (T::ring) {
+            return ring_gemv<kK, kRowsPerOut>(P, ring, seg, s.vec, s, epilogue);
+        } else {
+            return stream_gemv<kK, kRowsPerOut>(w, seg, stream_slice(P, seg), s.vec, s, epilogue);
+        }
+    };
+    using Hidden = IntTag<kHidden>;
+    using QDim = IntTag<kQDim>;
+    using Inter = IntTag<kInter>;
 
     {
         int r0, nr;
@@ -1216,7 +1396,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     for (int layer = 0; layer < kLayers; ++layer) {
         // QKV projection (the input RMSNorm is computed by every block).
         rmsnorm_into_vec<T>(P, layer == 0, token, P.norm_in + layer * kHidden, s);
-        stream_gemv<kHidden, 1>(w, 4 * layer, stream_slice(P, 4 * layer), s.vec, s, store_qkv);
+        gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
         grid_sync(P.counters + kGridWordSlot);
 
         // Attention with QK-norm, RoPE and the KV-cache write in its prologue.
@@ -1232,20 +1412,20 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         load_vector_to_shared(P.attn_out, kQDim, s.vec);
         {
             const StreamSlice x = stream_slice(P, 4 * layer + 1);
-            publish_sumsq(P, stream_gemv<kQDim, 1>(w, 4 * layer + 1, x, s.vec, s, add_to_residual), x.nrows, s.misc);
+            publish_sumsq(P, gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_to_residual), x.nrows, s.misc);
         }
         grid_sync(P.counters + kGridWordSlot);
 
         // Post-attention RMSNorm, gate/up, SiLU * up.
         rmsnorm_into_vec<T>(P, false, token, P.norm_post + layer * kHidden, s);
-        stream_gemv<kHidden, 2>(w, 4 * layer + 2, stream_slice(P, 4 * layer + 2), s.vec, s, swiglu);
+        gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
         grid_sync(P.counters + kGridWordSlot);
 
         // Down projection + residual.
         load_vector_to_shared(P.act, kInter, s.vec);
         {
             const StreamSlice x = stream_slice(P, 4 * layer + 3);
-            publish_sumsq(P, stream_gemv<kInter, 1>(w, 4 * layer + 3, x, s.vec, s, add_to_residual), x.nrows, s.misc);
+            publish_sumsq(P, gemv(Inter{}, IntTag<1>{}, 4 * layer + 3, add_to_residual), x.nrows, s.misc);
         }
         grid_sync(P.counters + kGridWordSlot);
     }
@@ -1253,7 +1433,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // Final RMSNorm and the tied LM head.
     rmsnorm_into_vec<T>(P, kLayers == 0, token, P.norm_final, s);
     auto store_logit = [&](int row, const float* v) { P.logits[row] = v[0]; return 0.f; };
-    stream_gemv<kHidden, 1>(w, 4 * kLayers, stream_slice(P, 4 * kLayers), s.vec, s, store_logit);
+    gemv(Hidden{}, IntTag<1>{}, 4 * kLayers, store_logit);
 }
 
 }  // namespace mk
@@ -1262,12 +1442,13 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
 // reads this to check).
 extern "C" {
 __device__ int mk_shared_bytes = mk::kSharedBytes;
+__device__ int mk_shared_bytes_ring = mk::kSharedBytesRing;
 }
 
 template <int kVariant>
 __global__ void __launch_bounds__(mk::kThreads, 1)
     megakernel_decode(const __grid_constant__ mk::MegakernelParams params, const int token, const int position) {
-    if constexpr (mk::Variant<kVariant>::stream) {
+    if constexpr (mk::Variant<kVariant>::stream || mk::Variant<kVariant>::ring) {
         mk::decode_step_stream<kVariant>(params, token, position);
     } else {
         mk::decode_step<kVariant>(params, token, position);
@@ -1280,3 +1461,4 @@ template __global__ void megakernel_decode<2>(const __grid_constant__ mk::Megake
 template __global__ void megakernel_decode<3>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<4>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<5>(const __grid_constant__ mk::MegakernelParams, const int, const int);
+template __global__ void megakernel_decode<6>(const __grid_constant__ mk::MegakernelParams, const int, const int);

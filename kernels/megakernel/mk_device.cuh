@@ -99,6 +99,97 @@ __device__ __forceinline__ void prefetch_l2_async(const void* p, unsigned bytes)
 #endif
 }
 
+// ---- the shared-memory weight ring (ring variant) ------------------------------------------------
+// Pages of weights are copied global -> shared memory asynchronously, so they arrive while the block
+// waits at a grid barrier or computes something else, without holding registers. sm_90: one thread
+// issues one bulk copy (cp.async.bulk, the TMA engine) per page, completing on the slot's mbarrier,
+// which every consumer waits on. Before sm_90: the 32 lanes of one warp issue 16-byte cp.async
+// copies, one commit group per page, and the consumer's wait is that warp's wait_group plus a block
+// barrier. The emulator copies at issue time (a slot overwritten too early then shows as wrong
+// values).
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+#ifdef MK_EMULATE
+    (void)p;
+    return 0u;
+#else
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+#endif
+}
+
+// Once per launch, by one thread, before any copy: the slots' barriers (arrival count 1).
+__device__ __forceinline__ void page_barrier_init(unsigned long long* bar) {
+#if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
+#else
+    (void)bar;
+#endif
+}
+
+// Makes initialised barriers visible to the copy engine; the caller then syncs the block.
+__device__ __forceinline__ void page_barrier_init_fence() {
+#if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+// Called by all 32 lanes of the issuing warp: bytes (a multiple of 16; dst and src 16-byte aligned)
+// from global src into shared dst, completing on `bar`.
+__device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+#if defined(MK_EMULATE)
+    (void)bar;
+    if ((threadIdx.x & 31) == 0) memcpy(dst, src, bytes);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if ((threadIdx.x & 31) == 0) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
+                     : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
+                     : "memory");
+    }
+#else
+    (void)bar;
+    const unsigned d = shared_address(dst);
+    const char* g = static_cast<const char*>(src);
+    for (unsigned off = (threadIdx.x & 31) * 16u; off < bytes; off += 512u)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + off), "l"(g + off) : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// The issuing warp's placeholder for a page that does not exist (end of the stream): before sm_90
+// the consumer's wait counts commit groups, one per page issued.
+__device__ __forceinline__ void page_copy_none() {
+#if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// Every thread of the block: until the page in `bar`'s slot, use number `parity` (mod 2), has
+// landed. kInFlight: pages issued after it (before sm_90: commit groups the issuing warp may leave
+// pending). `issuer` is true in the issuing warp.
+template <int kInFlight>
+__device__ __forceinline__ void page_wait(unsigned long long* bar, unsigned parity, bool issuer) {
+#if defined(MK_EMULATE)
+    (void)bar;
+    (void)parity;
+    (void)issuer;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    (void)issuer;
+    asm volatile(
+        "{\n\t.reg .pred done;\n"
+        "WAIT:\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+        "@!done bra WAIT;\n}" ::"r"(shared_address(bar)),
+        "r"(parity)
+        : "memory");
+#else
+    (void)bar;
+    (void)parity;
+    if (issuer) asm volatile("cp.async.wait_group %0;" ::"n"(kInFlight) : "memory");
+    __syncthreads();
+#endif
+}
+
 // ---- reductions -------------------------------------------------------------------------------
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -64,7 +64,8 @@ def copy_bandwidth() -> float:
     return measured(ordinal=0)
 
 
-def check_variants(mk: Any, ref: ReferenceModel, k: np.ndarray, v: np.ndarray, out: dict[str, Any]) -> bool:
+def check_variants(mk: Any, ref: ReferenceModel, k: np.ndarray, v: np.ndarray, out: dict[str, Any],
+                   variants: tuple[str, ...] = VARIANTS) -> bool:
     """Each variant's logits and new KV rows vs the reference, from the same random KV prefill."""
     import cupy
 
@@ -74,7 +75,7 @@ def check_variants(mk: Any, ref: ReferenceModel, k: np.ndarray, v: np.ndarray, o
     for position in CHECK_POSITIONS:
         kr, vr = k.copy(), v.copy()
         expected = ref.decode_step(TOKEN, position, kr, vr)
-        for variant in VARIANTS:
+        for variant in variants:
             mk.set_kv_cache(k, v)
             poison(mk.logits)
             logits = cupy.asnumpy(mk.step(variant, TOKEN, position))
@@ -107,22 +108,23 @@ def time_grid_sync(grid_blocks: int, out: dict[str, Any]) -> None:
         print(f"grid sync ({mode}, {grid_blocks} blocks x 512): {per_sync * 1e6:.2f} us per barrier", flush=True)
 
 
-def time_variants(mk: Any, positions: tuple[int, ...], bandwidth: float, out: dict[str, Any]) -> None:
+def time_variants(mk: Any, positions: tuple[int, ...], bandwidth: float, out: dict[str, Any],
+                  variants: tuple[str, ...] = VARIANTS) -> None:
     config = mk.config
     for position in positions:
         base = None
-        for variant in VARIANTS:
+        for variant in variants:
             nbytes = config.step_bytes(position)
             m = _time(mk.launcher(variant, TOKEN, position), f"{variant}@{position}", bytes=nbytes)
             base = base or m.median_s
             row = {"variant": variant, "position": position, "median_s": m.median_s, "ci_low_s": m.ci_low_s,
                    "ci_high_s": m.ci_high_s, "bytes": nbytes, "bandwidth": m.bandwidth,
-                   "roofline_fraction": m.bandwidth / bandwidth, "speedup_vs_baseline": base / m.median_s,
+                   "roofline_fraction": m.bandwidth / bandwidth, "speedup_vs_first": base / m.median_s,
                    "tokens_per_s": 1.0 / m.median_s, "method": m.method}
             out["timings"].append(row)
             print(f"{variant:18s} p={position:4d} {m.median_s * 1e3:7.3f} ms [{m.ci_low_s * 1e3:.3f}, "
                   f"{m.ci_high_s * 1e3:.3f}] {m.bandwidth / 1e9:7.0f} GB/s {row['roofline_fraction']:5.1%} "
-                  f"x{row['speedup_vs_baseline']:.3f} vs baseline ({m.method})", flush=True)
+                  f"x{row["speedup_vs_first"]:.3f} vs {variants[0]} ({m.method})", flush=True)
 
 
 def best_variant(out: dict[str, Any], position: int) -> str | None:
@@ -212,7 +214,7 @@ def print_summary(out: dict[str, Any], positions: tuple[int, ...]) -> None:
     print(f"copy bandwidth (SM copy kernel) {bw / 1e12:.2f} TB/s; grid barrier "
           + ", ".join(f"{mode} {g['per_sync_s'] * 1e6:.2f} us" for mode, g in out["grid_sync"].items()))
     print("ms/token (roofline fraction)  " + "".join(f"{'p=' + str(p):>18s}" for p in positions))
-    for variant in VARIANTS:
+    for variant in out.get("variants", VARIANTS):
         cells = [f"{by[variant, p]['median_s'] * 1e3:6.3f} ({by[variant, p]['roofline_fraction']:4.0%})"
                  if (variant, p) in by else "-" for p in positions]
         print(f"{variant:29s} " + "".join(f"{c:>18s}" for c in cells))
@@ -254,8 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, nargs="+", default=list(PERF_POSITIONS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-hf", action="store_true", help="do not build the transformers peer")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS),
+                        help="variants to check and time (default: all; speedups are against the first)")
     args = parser.parse_args(argv)
     positions = tuple(args.positions)
+    variants = tuple(args.variants)
 
     import cupy
 
@@ -263,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
 
     config = QWEN3_0_6B
     out: dict[str, Any] = {"config": config.__dict__, "python": platform.python_version(), "checks": [],
-                           "grid_sync": {}, "timings": [], "positions": list(positions)}
+                           "grid_sync": {}, "timings": [], "positions": list(positions), "variants": list(variants)}
     t0 = time.time()
     weights = make_weights(config, args.seed)
     k, v = random_kv_cache(config, MAX_SEQ, args.seed + 1)
@@ -278,13 +283,13 @@ def main(argv: list[str] | None = None) -> int:
         out["device"]["shared_bytes_in_module"] = f"{type(exc).__name__}: {exc}"
     print(f"{out['device']}  (set-up {time.time() - t0:.0f} s)", flush=True)
 
-    ok = check_variants(mk, ReferenceModel(config, weights, MAX_SEQ), k, v, out)
+    ok = check_variants(mk, ReferenceModel(config, weights, MAX_SEQ), k, v, out, variants)
     bandwidth = copy_bandwidth()
     out["copy_bandwidth"] = bandwidth
     print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s; weights {config.weight_bytes() / 1e9:.3f} GB per token", flush=True)
     time_grid_sync(mk.grid_blocks, out)
     mk.set_kv_cache(k, v)
-    time_variants(mk, positions, bandwidth, out)
+    time_variants(mk, positions, bandwidth, out, variants)
     if not args.skip_hf:
         time_hf_peer(weights, k, v, mk, positions, out)
     print_summary(out, positions)

@@ -126,6 +126,7 @@ def test_shared_memory_size_matches_module(gpu: Any) -> None:
 
     mk = Megakernel(TINY, make_weights(TINY, 0), max_seq=64)
     assert mk.shared_bytes_in_module() == mk.shared_bytes
+    assert mk.shared_bytes_in_module(ring=True) == mk.variant_shared_bytes["fused_ring"] > mk.shared_bytes
 
 
 @pytest.mark.sm80

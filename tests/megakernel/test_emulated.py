@@ -44,6 +44,12 @@ MAX_SEQ = 1152
         ("fused_stream", TINY.kv_heads, 1100, False),
         ("fused_stream", 13, 300, False),
         ("fused_stream", 5, 70, True),
+        # fused_ring: one key; long units; 13 blocks (pages of every segment kind, the ring wrapping
+        # many times); the own grid barrier.
+        ("fused_ring", TINY.kv_heads, 0, False),
+        ("fused_ring", TINY.kv_heads, 1100, False),
+        ("fused_ring", 13, 300, False),
+        ("fused_ring", 5, 70, True),
     ],
 )
 def test_emulated_step_matches_reference(variant: str, blocks: int, position: int, own_grid_barrier: bool) -> None:
@@ -55,7 +61,7 @@ def test_emulated_step_matches_reference(variant: str, blocks: int, position: in
 WIDE_VOCAB = dataclasses.replace(TINY, name="tiny", vocab=9001)
 
 
-@pytest.mark.parametrize("variant", ["fused", "fused_stream"])
+@pytest.mark.parametrize("variant", ["fused", "fused_stream", "fused_ring"])
 def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     check_emulated_step(WIDE_VOCAB, variant, TINY.kv_heads, 5, False)
 
@@ -78,8 +84,9 @@ def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position
     assert np.all(buffers["counters"] & 0x7FFFFFFF == 0), "arrival counters / barrier words not back to zero"
 
 
-def test_shared_bytes_formula_matches_source() -> None:
-    assert shared_bytes_of(TINY) == shared_bytes(TINY)
+@pytest.mark.parametrize("ring", [False, True])
+def test_shared_bytes_formula_matches_source(ring: bool) -> None:
+    assert shared_bytes_of(TINY, ring) == shared_bytes(TINY, ring)
 
 
 def test_emulator_rejects_bad_arguments() -> None:

@@ -167,6 +167,7 @@ extern "C" {
 
 int mk_emulate_params_bytes() { return static_cast<int>(sizeof(mk::MegakernelParams)); }
 int mk_emulate_shared_bytes() { return mk::kSharedBytes; }
+int mk_emulate_shared_bytes_ring() { return mk::kSharedBytesRing; }
 
 // One decode step of `variant` on `blocks` emulated blocks. Returns 0, or 1 with `error` filled.
 int mk_emulate_decode(int variant, const void* params, int token, int position, int blocks, unsigned seed,
@@ -181,9 +182,11 @@ int mk_emulate_decode(int variant, const void* params, int token, int position, 
         case 3: body = [p, token, position] { megakernel_decode<3>(p, token, position); }; break;
         case 4: body = [p, token, position] { megakernel_decode<4>(p, token, position); }; break;
         case 5: body = [p, token, position] { megakernel_decode<5>(p, token, position); }; break;
+        case 6: body = [p, token, position] { megakernel_decode<6>(p, token, position); }; break;
         default: snprintf(error, error_bytes, "unknown variant %d", variant); return 1;
     }
-    const std::string message = emu::run_grid(blocks, mk::kThreads, mk::kSharedBytes, seed, body);
+    const int shared = variant == 6 ? mk::shared_bytes_of<6>() : mk::kSharedBytes;
+    const std::string message = emu::run_grid(blocks, mk::kThreads, shared, seed, body);
     if (message.empty()) return 0;
     snprintf(error, error_bytes, "%s", message.c_str());
     return 1;
