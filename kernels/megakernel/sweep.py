@@ -124,7 +124,7 @@ def time_variants(mk: Any, positions: tuple[int, ...], bandwidth: float, out: di
             out["timings"].append(row)
             print(f"{variant:18s} p={position:4d} {m.median_s * 1e3:7.3f} ms [{m.ci_low_s * 1e3:.3f}, "
                   f"{m.ci_high_s * 1e3:.3f}] {m.bandwidth / 1e9:7.0f} GB/s {row['roofline_fraction']:5.1%} "
-                  f"x{row["speedup_vs_first"]:.3f} vs {variants[0]} ({m.method})", flush=True)
+                  f"x{row['speedup_vs_first']:.3f} vs {variants[0]} ({m.method})", flush=True)
 
 
 def best_variant(out: dict[str, Any], position: int) -> str | None:
