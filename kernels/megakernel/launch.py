@@ -13,7 +13,7 @@ import numpy as np
 
 from kernels.megakernel.config import ModelConfig
 from kernels.megakernel.family import COMPILE_OPTIONS, GRID_SYNC_NAME_EXPRESSIONS, RING_VARIANTS, SOURCES, VARIANTS
-from kernels.megakernel.layout import THREADS, DecodeBuffers, shared_bytes
+from kernels.megakernel.layout import THREADS, DecodeBuffers, shared_bytes, trace_stride
 
 GRID_SYNC_MODES = ("cooperative_groups", "subset_barrier")  # grid_sync_loop<0>, <1>
 
@@ -23,13 +23,15 @@ def kernel_name(variant: str) -> str:
     return f"megakernel_decode<{VARIANTS.index(variant)}>"
 
 
-def decode_module(config: ModelConfig, own_grid_barrier: bool = False) -> Any:
+def decode_module(config: ModelConfig, own_grid_barrier: bool = False, trace: bool = False) -> Any:
     """The compiled ``cupy.RawModule`` holding every variant for this model shape. With
     ``own_grid_barrier`` the phases synchronise with mk::subset_barrier over the whole grid instead
-    of cooperative_groups' grid.sync() (same scheme, no cooperative_groups headers needed)."""
+    of cooperative_groups' grid.sync() (same scheme, no cooperative_groups headers needed). With
+    ``trace`` the stream and ring variants record phase timestamps in ``mk_trace`` (trace.py)."""
     from pytest_gpuperf.compile import load_module
 
     options = COMPILE_OPTIONS + config.compile_defines() + (("-DMK_OWN_GRID_BARRIER",) if own_grid_barrier else ())
+    options += ("-DMK_TRACE",) if trace else ()
     return load_module(SOURCES[0], options=options, name_expressions=tuple(kernel_name(v) for v in VARIANTS))
 
 
@@ -57,11 +59,12 @@ class Megakernel:
 
     ``grid_blocks`` defaults to one block per multiprocessor (the kernel's register budget allows
     one 512-thread block per SM); any count from ``kv_heads`` up to the co-resident maximum works.
-    ``own_grid_barrier`` swaps cooperative_groups' grid.sync() for the kernel's own barrier.
+    ``own_grid_barrier`` swaps cooperative_groups' grid.sync() for the kernel's own barrier;
+    ``trace`` builds the phase-timing diagnostics in (``trace_cycles``).
     """
 
     def __init__(self, config: ModelConfig, weights: Mapping[str, np.ndarray], *, max_seq: int,
-                 grid_blocks: int | None = None, own_grid_barrier: bool = False):
+                 grid_blocks: int | None = None, own_grid_barrier: bool = False, trace: bool = False):
         import cupy
 
         if max_seq < 1:
@@ -70,7 +73,7 @@ class Megakernel:
         self.max_seq = max_seq
         self.shared_bytes = shared_bytes(config)
         self.variant_shared_bytes = {v: shared_bytes(config, ring=v in RING_VARIANTS) for v in VARIANTS}
-        module = decode_module(config, own_grid_barrier)
+        module = decode_module(config, own_grid_barrier, trace)
         self._module = module
         self._functions = {v: module.get_function(kernel_name(v)).kernel for v in VARIANTS}
         optin = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
@@ -114,6 +117,18 @@ class Megakernel:
 
         pointer = self._module.get_global("mk_shared_bytes_ring" if ring else "mk_shared_bytes")
         return int(cupy.ndarray((1,), cupy.int32, pointer).get()[0])
+
+    def trace_cycles(self) -> np.ndarray:
+        """The last step's phase timestamps (SM cycles), ``[grid_blocks, events]`` (trace builds)."""
+        import cupy
+
+        from kernels.megakernel.layout import trace_events
+
+        events = trace_events(self.config)
+        stride = trace_stride()
+        pointer = self._module.get_global("mk_trace")
+        flat = cupy.ndarray((self.grid_blocks * stride,), cupy.int64, pointer).get()
+        return flat.reshape(self.grid_blocks, stride)[:, :events]
 
     # ---- launching ------------------------------------------------------------------------
     def _check(self, variant: str, token: int, position: int) -> None:

@@ -31,6 +31,7 @@ ATTN_MAX_CHUNK = 1024  # kAttnMaxChunk
 PARTIAL_STRIDE = HEAD_DIM + 2
 
 
+TRACE_EVENTS_PER_LAYER = 20  # MK_TRACE_EVENTS_PER_LAYER (mk_device.cuh)
 RING_SLOTS = 5         # kRingSlots
 PAGE_BYTES = 32768    # kPageBytes
 
@@ -56,7 +57,18 @@ def shared_bytes(config: ModelConfig, ring: bool = False) -> int:
     base = vec + partial + scores + q + misc + kv_row + own + segment_table
     if not ring:
         return base
-    return (base + 127) // 128 * 128 + RING_SLOTS * PAGE_BYTES + RING_SLOTS * 8
+    table = round16((4 * config.layers + 1) * 8)
+    return (base + 127) // 128 * 128 + RING_SLOTS * PAGE_BYTES + RING_SLOTS * 8 + table
+
+
+def trace_stride() -> int:
+    """Events per block row of ``mk_trace`` (MK_TRACE_STRIDE: room for 64 layers and the LM head)."""
+    return TRACE_EVENTS_PER_LAYER * 64 + 8
+
+
+def trace_events(config: ModelConfig) -> int:
+    """Events a step records per block: 20 per layer, then 4 for the final norm and the LM head."""
+    return TRACE_EVENTS_PER_LAYER * config.layers + 4
 
 
 def pack_weights(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -172,7 +172,8 @@ constexpr int kSharedBytes = kVecBytes + kPartialBytes + kScoresBytes + kQBytes 
 constexpr int kRingSlots = 5;
 constexpr int kPageBytes = 32768;
 constexpr int kRingOffset = (kSharedBytes + 127) / 128 * 128;
-constexpr int kSharedBytesRing = kRingOffset + kRingSlots * kPageBytes + kRingSlots * 8;
+constexpr int kRingTableBytes = round16(kStreamSegments * 8);  // per segment: first row, rows (int2)
+constexpr int kSharedBytesRing = kRingOffset + kRingSlots * kPageBytes + kRingSlots * 8 + kRingTableBytes;
 
 template <int kVariant>
 __host__ __device__ constexpr int shared_bytes_of() { return Variant<kVariant>::ring ? kSharedBytesRing : kSharedBytes; }
@@ -189,6 +190,7 @@ struct Shared {
     int* seg_chunks;               // [kStreamSegments]: 16-byte chunks in the block's slice (stream)
     unsigned char* ring;           // [kRingSlots][kPageBytes]: weight pages (ring variant only)
     unsigned long long* ring_full; // [kRingSlots]: mbarrier per slot, "the page has landed" (ring)
+    int2* ring_rows;               // [kStreamSegments]: the block's first row and row count (ring)
 };
 
 __device__ __forceinline__ Shared carve_shared() {
@@ -206,6 +208,7 @@ __device__ __forceinline__ Shared carve_shared() {
     s.seg_chunks = reinterpret_cast<int*>(extra + kKvRowBytes + kOwnBytes + kSegBaseBytes);
     s.ring = base + kRingOffset;  // only inside the allocation for the ring variant
     s.ring_full = reinterpret_cast<unsigned long long*>(base + kRingOffset + kRingSlots * kPageBytes);
+    s.ring_rows = reinterpret_cast<int2*>(base + kRingOffset + kRingSlots * kPageBytes + kRingSlots * 8);
     return s;
 }
 
@@ -628,29 +631,29 @@ __device__ __forceinline__ int ring_segment_k(int seg) {
 }
 __device__ __forceinline__ int ring_segment_rows_per_out(int seg) { return seg < 4 * kLayers && seg % 4 == 2 ? 2 : 1; }
 
-// Ring state, the same in every thread of the block.
+// Ring state. `consumed` is the same in every thread; the issue cursor is kept by the issuing warp.
 struct Ring {
     int consumed;  // pages consumed (the next one to consume sits in slot consumed % kRingSlots)
-    int issued;    // pages issued
-    int next_seg;  // the next page to issue: rows from next_row of segment next_seg
+    int issued;    // pages issued (issuing warp)
+    int next_seg;  // the next page to issue: rows from next_row of segment next_seg (issuing warp)
     int next_row;
 };
 
 __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRingIssueWarp; }
 
-// Issues the block's next page into slot issued % kRingSlots (which must be free), or records that
-// the stream has ended. Called by every thread (the state advances everywhere; warp 1 copies).
-__device__ __forceinline__ void ring_issue_next(const MegakernelParams& P, const Shared& s, Ring& ring) {
+// The issuing warp: the block's next page into slot issued % kRingSlots (which must be free), or
+// a placeholder once the stream has ended. Segment bounds come from the table ring_start built
+// (computing them here costs 64-bit divisions per page).
+__device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
     while (ring.next_seg < kStreamSegments) {
-        const StreamSlice slice = stream_slice(P, ring.next_seg);
-        if (ring.next_row < slice.nrows) {
+        const int nrows = s.ring_rows[ring.next_seg].y;
+        if (ring.next_row < nrows) {
             const int k = ring_segment_k(ring.next_seg);
-            const int rows = min(ring_page_rows(k, ring_segment_rows_per_out(ring.next_seg)), slice.nrows - ring.next_row);
+            const int rows = min(ring_page_rows(k, ring_segment_rows_per_out(ring.next_seg)), nrows - ring.next_row);
             const int slot = ring.issued % kRingSlots;
-            if (ring_issuer()) {
-                page_copy_async(s.ring + slot * kPageBytes, slice.base + static_cast<size_t>(ring.next_row) * k,
-                                static_cast<unsigned>(rows * k * 2), s.ring_full + slot);
-            }
+            const bf16_t* base = reinterpret_cast<const bf16_t*>(s.seg_base[ring.next_seg]);
+            page_copy_async(s.ring + slot * kPageBytes, base + static_cast<size_t>(ring.next_row) * k,
+                            static_cast<unsigned>(rows * k * 2), s.ring_full + slot);
             ++ring.issued;
             ring.next_row += rows;
             return;
@@ -658,19 +661,26 @@ __device__ __forceinline__ void ring_issue_next(const MegakernelParams& P, const
         ++ring.next_seg;
         ring.next_row = 0;
     }
-    if (ring_issuer()) page_copy_none();
+    page_copy_none();
     ++ring.issued;
 }
 
-// Barriers, then the first kRingSlots pages in flight.
+// The block's segment table and the slots' barriers, then the first kRingSlots pages in flight.
 __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s) {
+    for (int i = threadIdx.x; i < kStreamSegments; i += kThreads) {
+        const StreamSlice x = stream_slice(P, i);
+        s.seg_base[i] = reinterpret_cast<unsigned long long>(x.base);
+        s.ring_rows[i] = make_int2(x.row0, x.nrows);
+    }
     if (threadIdx.x == 0) {
         for (int i = 0; i < kRingSlots; ++i) page_barrier_init(s.ring_full + i);
         page_barrier_init_fence();
     }
     __syncthreads();
     Ring ring{0, 0, 0, 0};
-    for (int i = 0; i < kRingSlots; ++i) ring_issue_next(P, s, ring);
+    if (ring_issuer()) {
+        for (int i = 0; i < kRingSlots; ++i) ring_issue_next(s, ring);
+    }
     return ring;
 }
 
@@ -680,21 +690,30 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
 // the freed slot. The items' sums alternate between two halves of s.partial, so one block barrier
 // per page suffices.
 template <int kK, int kRowsPerOut, typename Epilogue>
-__device__ __forceinline__ float ring_gemv(const MegakernelParams& P, Ring& ring, int seg, const float* x_s,
+__device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s,
                                            const Shared& s, Epilogue epilogue) {
     constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut);
     constexpr int kParts = ring_parts(kK, kRowsPerOut);
     constexpr int kPartChunks = kK / 8 / kParts;  // 16-byte chunks per item, a multiple of 32
     constexpr int kRowChunks = kK / 8;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const StreamSlice slice = stream_slice(P, seg);
+    const int2 slice = s.ring_rows[seg];  // first row, rows
     float epilogue_sum = 0.f;
+#ifdef MK_TRACE
+    long long waited = 0;
+#endif
 
-    for (int r0 = 0; r0 < slice.nrows; r0 += kPageRows) {
-        const int rows = min(kPageRows, slice.nrows - r0);
+    for (int r0 = 0; r0 < slice.y; r0 += kPageRows) {
+        const int rows = min(kPageRows, slice.y - r0);
         const int slot = ring.consumed % kRingSlots;
+#ifdef MK_TRACE
+        const long long wait_start = clock64();
+#endif
         page_wait<kRingSlots - 1>(s.ring_full + slot, static_cast<unsigned>(ring.consumed / kRingSlots) & 1u,
                                   ring_issuer());
+#ifdef MK_TRACE
+        waited += clock64() - wait_start;
+#endif
         const uint4* page = reinterpret_cast<const uint4*>(s.ring + slot * kPageBytes);
         float* sums = s.partial + (ring.consumed & 1) * kRingItemsMax;
         for (int item = warp; item < rows * kParts; item += kWarps) {
@@ -713,7 +732,7 @@ __device__ __forceinline__ float ring_gemv(const MegakernelParams& P, Ring& ring
         }
         __syncthreads();  // the slot is free and the sums complete
         ++ring.consumed;
-        ring_issue_next(P, s, ring);
+        if (ring_issuer()) ring_issue_next(s, ring);
         for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
             float v[kRowsPerOut];
 #pragma unroll
@@ -723,9 +742,13 @@ __device__ __forceinline__ float ring_gemv(const MegakernelParams& P, Ring& ring
                 for (int part = 0; part < kParts; ++part) acc += sums[(o * kRowsPerOut + q) * kParts + part];
                 v[q] = acc;
             }
-            epilogue_sum += epilogue(slice.row0 + r0 + o * kRowsPerOut, v);
+            epilogue_sum += epilogue(slice.x + r0 + o * kRowsPerOut, v);
         }
     }
+#ifdef MK_TRACE
+    MK_MARK_VALUE(seg < 4 * kLayers ? (seg / 4) * MK_TRACE_EVENTS_PER_LAYER + 15 + seg % 4
+                                    : kLayers * MK_TRACE_EVENTS_PER_LAYER + 3, waited);
+#endif
     return epilogue_sum;
 }
 
@@ -1361,7 +1384,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto gemv = [&](auto k_tag, auto rows_per_out_tag, int seg, auto epilogue) -> float {
         constexpr int kK = decltype(k_tag)::value, kRowsPerOut = decltype(rows_per_out_tag)::value;
         if constexpr (T::ring) {
-            return ring_gemv<kK, kRowsPerOut>(P, ring, seg, s.vec, s, epilogue);
+            return ring_gemv<kK, kRowsPerOut>(ring, seg, s.vec, s, epilogue);
         } else {
             return stream_gemv<kK, kRowsPerOut>(w, seg, stream_slice(P, seg), s.vec, s, epilogue);
         }
@@ -1394,10 +1417,16 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     };
 
     for (int layer = 0; layer < kLayers; ++layer) {
+        const int ev = layer * MK_TRACE_EVENTS_PER_LAYER;
+        (void)ev;
+        MK_MARK(ev + 0);
         // QKV projection (the input RMSNorm is computed by every block).
         rmsnorm_into_vec<T>(P, layer == 0, token, P.norm_in + layer * kHidden, s);
+        MK_MARK(ev + 1);
         gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
+        MK_MARK(ev + 2);
         grid_sync(P.counters + kGridWordSlot);
+        MK_MARK(ev + 3);
 
         // Attention with QK-norm, RoPE and the KV-cache write in its prologue.
         for (int u = b; u < attention_units; u += nb) {
@@ -1406,34 +1435,48 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             else
                 attention_unit<true, true>(P, layer, position, u / split.units, u % split.units, split, s);
         }
+        MK_MARK(ev + 4);
         grid_sync(P.counters + kGridWordSlot);
+        MK_MARK(ev + 5);
 
         // O-projection + residual, publishing the next RMSNorm's partial sums of squares.
         load_vector_to_shared(P.attn_out, kQDim, s.vec);
+        MK_MARK(ev + 6);
         {
             const StreamSlice x = stream_slice(P, 4 * layer + 1);
             publish_sumsq(P, gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_to_residual), x.nrows, s.misc);
         }
+        MK_MARK(ev + 7);
         grid_sync(P.counters + kGridWordSlot);
+        MK_MARK(ev + 8);
 
         // Post-attention RMSNorm, gate/up, SiLU * up.
         rmsnorm_into_vec<T>(P, false, token, P.norm_post + layer * kHidden, s);
+        MK_MARK(ev + 9);
         gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
+        MK_MARK(ev + 10);
         grid_sync(P.counters + kGridWordSlot);
+        MK_MARK(ev + 11);
 
         // Down projection + residual.
         load_vector_to_shared(P.act, kInter, s.vec);
+        MK_MARK(ev + 12);
         {
             const StreamSlice x = stream_slice(P, 4 * layer + 3);
             publish_sumsq(P, gemv(Inter{}, IntTag<1>{}, 4 * layer + 3, add_to_residual), x.nrows, s.misc);
         }
+        MK_MARK(ev + 13);
         grid_sync(P.counters + kGridWordSlot);
+        MK_MARK(ev + 14);
     }
 
     // Final RMSNorm and the tied LM head.
+    MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 0);
     rmsnorm_into_vec<T>(P, kLayers == 0, token, P.norm_final, s);
+    MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 1);
     auto store_logit = [&](int row, const float* v) { P.logits[row] = v[0]; return 0.f; };
     gemv(Hidden{}, IntTag<1>{}, 4 * kLayers, store_logit);
+    MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 2);
 }
 
 }  // namespace mk
@@ -1441,6 +1484,9 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
 // Bytes of dynamic shared memory each block needs (launch.py computes the same number; a GPU test
 // reads this to check).
 extern "C" {
+#ifdef MK_TRACE
+__device__ long long mk_trace[MK_TRACE_MAX_BLOCKS * MK_TRACE_STRIDE];
+#endif
 __device__ int mk_shared_bytes = mk::kSharedBytes;
 __device__ int mk_shared_bytes_ring = mk::kSharedBytesRing;
 }

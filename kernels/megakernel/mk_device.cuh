@@ -14,6 +14,26 @@
 
 typedef unsigned short bf16_t;
 
+// Phase timing (diagnostics; kernels/megakernel/trace.py builds with -DMK_TRACE): thread 0 of each
+// block stores clock64() at numbered points of the ring variant's step into mk_trace[block][event].
+#define MK_TRACE_EVENTS_PER_LAYER 20
+#define MK_TRACE_MAX_BLOCKS 1024
+#ifdef MK_TRACE
+extern "C" __device__ long long mk_trace[MK_TRACE_MAX_BLOCKS * (MK_TRACE_EVENTS_PER_LAYER * 64 + 8)];
+#define MK_TRACE_STRIDE (MK_TRACE_EVENTS_PER_LAYER * 64 + 8)
+#define MK_MARK(event)                                                                              \
+    do {                                                                                            \
+        if (threadIdx.x == 0) mk_trace[blockIdx.x * MK_TRACE_STRIDE + (event)] = clock64();          \
+    } while (0)
+#define MK_MARK_VALUE(event, value)                                                                 \
+    do {                                                                                            \
+        if (threadIdx.x == 0) mk_trace[blockIdx.x * MK_TRACE_STRIDE + (event)] = (value);            \
+    } while (0)
+#else
+#define MK_MARK(event) ((void)0)
+#define MK_MARK_VALUE(event, value) ((void)0)
+#endif
+
 namespace mk {
 
 constexpr unsigned kFullMask = 0xffffffffu;

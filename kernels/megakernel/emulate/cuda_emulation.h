@@ -31,6 +31,10 @@ struct alignas(16) float4 {
 struct uint3 {
     unsigned x, y, z;
 };
+struct alignas(8) int2 {
+    int x, y;
+};
+inline int2 make_int2(int x, int y) { return int2{x, y}; }
 
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline int min(int a, int b) { return a < b ? a : b; }

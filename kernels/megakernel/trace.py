@@ -1,0 +1,108 @@
+"""Where a decode step's time goes: phase timings of the stream/ring variants from the kernel itself.
+
+    python -m kernels.megakernel.trace --variants fused_ring --positions 1 200
+
+Builds the kernel with -DMK_TRACE: thread 0 of every block stores clock64() at the phase
+boundaries of decode_step_stream (mk_device.cuh MK_MARK) and, in the ring variant, the cycles it
+spent waiting for weight pages. Per phase this prints the median and the maximum over blocks,
+averaged over layers 1..27 (layer 0 warms the ring up), in microseconds at the SM clock the step
+ran at (cycles of the whole step over its event-timed duration). A diagnostic, not a gate: the
+stores themselves cost a little.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import numpy as np
+
+from kernels.megakernel.config import QWEN3_0_6B
+from kernels.megakernel.family import MAX_SEQ
+from kernels.megakernel.layout import TRACE_EVENTS_PER_LAYER
+from kernels.megakernel.reference import make_weights, random_kv_cache
+
+TOKEN = 1234
+# (name, from event, to event) per layer; events as numbered in decode_step_stream.
+PHASES = (
+    ("rmsnorm (input)", 0, 1), ("qkv gemv", 1, 2), ("barrier 1", 2, 3), ("attention", 3, 4), ("barrier 2", 4, 5),
+    ("load attn_out", 5, 6), ("o gemv", 6, 7), ("barrier 3", 7, 8), ("rmsnorm (post)", 8, 9),
+    ("gate/up gemv", 9, 10), ("barrier 4", 10, 11), ("load act", 11, 12), ("down gemv", 12, 13),
+    ("barrier 5", 13, 14),
+)
+WAITS = (("  ring wait qkv", 15), ("  ring wait o", 16), ("  ring wait gate/up", 17), ("  ring wait down", 18))
+
+
+def phase_table(cycles: np.ndarray, layers: int, mhz: float) -> list[dict[str, Any]]:
+    """Per phase: median and max over blocks of its cycles, averaged over layers 1.., in us."""
+    rows = []
+    per_layer = TRACE_EVENTS_PER_LAYER
+    for name, a, b in PHASES:
+        d = np.stack([cycles[:, layer * per_layer + b] - cycles[:, layer * per_layer + a] for layer in range(1, layers)])
+        rows.append({"phase": name, "median_us": float(np.median(d, axis=1).mean() / mhz),
+                     "max_us": float(d.max(axis=1).mean() / mhz), "min_us": float(d.min(axis=1).mean() / mhz)})
+    for name, e in WAITS:
+        d = np.stack([cycles[:, layer * per_layer + e] for layer in range(1, layers)])
+        rows.append({"phase": name, "median_us": float(np.median(d, axis=1).mean() / mhz),
+                     "max_us": float(d.max(axis=1).mean() / mhz), "min_us": float(d.min(axis=1).mean() / mhz)})
+    layer_total = np.stack([cycles[:, (layer + 1) * per_layer] - cycles[:, layer * per_layer]
+                            for layer in range(1, layers - 1)])
+    rows.append({"phase": "layer (start to next start)", "median_us": float(np.median(layer_total, axis=1).mean() / mhz),
+                 "max_us": float(layer_total.max(axis=1).mean() / mhz), "min_us": float(layer_total.min(axis=1).mean() / mhz)})
+    head = layers * per_layer
+    for name, a, b in (("final rmsnorm", head, head + 1), ("lm head", head + 1, head + 2)):
+        d = cycles[:, b] - cycles[:, a]
+        rows.append({"phase": name, "median_us": float(np.median(d) / mhz), "max_us": float(d.max() / mhz),
+                     "min_us": float(d.min() / mhz)})
+    d = cycles[:, head + 3]
+    rows.append({"phase": "  ring wait lm head", "median_us": float(np.median(d) / mhz), "max_us": float(d.max() / mhz),
+                 "min_us": float(d.min() / mhz)})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variants", nargs="+", default=["fused_ring"])
+    parser.add_argument("--positions", type=int, nargs="+", default=[1, 200])
+    parser.add_argument("--out", default=None, help="JSON file for the tables")
+    args = parser.parse_args(argv)
+
+    import cupy
+
+    from kernels.megakernel.launch import Megakernel
+
+    config = QWEN3_0_6B
+    mk = Megakernel(config, make_weights(config, 0), max_seq=MAX_SEQ, trace=True)
+    mk.set_kv_cache(*random_kv_cache(config, MAX_SEQ, 1))
+    out: dict[str, Any] = {"tables": []}
+    for variant in args.variants:
+        for position in args.positions:
+            launch = mk.launcher(variant, TOKEN, position)
+            for _ in range(5):
+                launch()
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            launch()
+            end.record()
+            end.synchronize()
+            elapsed_us = cupy.cuda.get_elapsed_time(start, end) * 1e3
+            cycles = mk.trace_cycles()
+            span = float(np.median(cycles[:, config.layers * TRACE_EVENTS_PER_LAYER + 2] - cycles[:, 0]))
+            mhz = span / elapsed_us  # cycles per us over the step (a slight underestimate: launch overhead)
+            rows = phase_table(cycles, config.layers, mhz)
+            out["tables"].append({"variant": variant, "position": position, "elapsed_us": elapsed_us, "mhz": mhz,
+                                  "rows": rows})
+            print(f"\n{variant} p={position}: {elapsed_us:.1f} us per step (traced build), {mhz:.0f} cycles/us; "
+                  "per phase over blocks, layers 1-27 averaged:")
+            print(f"{'phase':30s} {'median us':>10s} {'max us':>8s} {'min us':>8s}")
+            for r in rows:
+                print(f"{r['phase']:30s} {r['median_us']:10.2f} {r['max_us']:8.2f} {r['min_us']:8.2f}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
