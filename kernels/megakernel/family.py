@@ -6,11 +6,12 @@ from pathlib import Path
 SOURCES = (Path(__file__).with_name("megakernel.cu"), Path(__file__).with_name("grid_sync_cost.cu"))
 
 # Template argument of megakernel_decode<V> is the index in this tuple.
-VARIANTS = ("baseline", "redundant_rmsnorm", "head_based", "fused", "fused_prefetch", "fused_stream", "fused_ring")
+VARIANTS = ("baseline", "redundant_rmsnorm", "head_based", "fused", "fused_prefetch", "fused_stream", "fused_ring",
+            "dataflow")
 
 # Variants whose weights go through the shared-memory ring: their launch needs kSharedBytesRing
 # (about 205 KB) of dynamic shared memory instead of about 45 KB.
-RING_VARIANTS = frozenset({"fused_ring"})
+RING_VARIANTS = frozenset({"fused_ring", "dataflow"})
 
 # The fastest variant measured, chosen from measurements: H200, 2026-11-21, session 3 (interleaved
 # perf suite), ms/token at positions 1 / 10 / 50 / 100 / 200 / 1000:
@@ -22,15 +23,15 @@ BEST_VARIANT = "head_based"
 # BEST_VARIANT and these, so a faster new variant is judged without editing this file first;
 # after a measured run, move the winner into BEST_VARIANT (with its numbers) and empty this.
 # fused_stream was measured in session 5: 0.94-0.96x of fused, so head_based stays the best.
-UNMEASURED_VARIANTS: tuple[str, ...] = ("fused_ring",)
+UNMEASURED_VARIANTS: tuple[str, ...] = ("fused_ring", "dataflow")
 GATE_CANDIDATES = (BEST_VARIANT, *UNMEASURED_VARIANTS)
 
 # Grid-wide syncs per layer, and barriers over one kv head's group of blocks (head_based only).
 # The final RMSNorm adds one grid sync in the baseline, none elsewhere.
 GRID_SYNCS_PER_LAYER = {"baseline": 8, "redundant_rmsnorm": 6, "head_based": 4, "fused": 5, "fused_prefetch": 5,
-                        "fused_stream": 5, "fused_ring": 5}
+                        "fused_stream": 5, "fused_ring": 5, "dataflow": 0}
 GROUP_BARRIERS_PER_LAYER = {"baseline": 0, "redundant_rmsnorm": 0, "head_based": 2, "fused": 0, "fused_prefetch": 0,
-                            "fused_stream": 0, "fused_ring": 0}
+                            "fused_stream": 0, "fused_ring": 0, "dataflow": 0}
 
 PERF_POSITIONS = (1, 10, 50, 100, 200, 1000)
 ROOFLINE_POSITIONS = tuple(p for p in PERF_POSITIONS if p <= 200)  # where the 50% target applies
@@ -44,6 +45,7 @@ COMPARISONS = {
     "fused_prefetch_vs_fused": ("fused_prefetch", "fused"),
     "fused_stream_vs_fused": ("fused_stream", "fused"),  # same phases and syncs; isolates the stream
     "fused_ring_vs_fused": ("fused_ring", "fused"),  # same phases and syncs; isolates the weight ring
+    "dataflow_vs_fused_ring": ("dataflow", "fused_ring"),  # same phases; LL words instead of grid syncs
 }
 GATE_POSITIONS = (1, 200, 1000)
 
@@ -79,7 +81,10 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
         "fused_stream_vs_fused@1000": 0.91,
         "fused_ring_vs_fused@1": None,  # new: not yet measured
         "fused_ring_vs_fused@200": None,
-        "fused_ring_vs_fused@1000": None,  # measured 0.9606x [0.9594, 0.9621] (session 5): fused_stream is SLOWER than fused; its predicted 0.53 ms/token did not hold
+        "fused_ring_vs_fused@1000": None,
+        "dataflow_vs_fused_ring@1": None,  # new: not yet measured
+        "dataflow_vs_fused_ring@200": None,
+        "dataflow_vs_fused_ring@1000": None,  # measured 0.9606x [0.9594, 0.9621] (session 5): fused_stream is SLOWER than fused; its predicted 0.53 ms/token did not hold
     },
 }
 
@@ -159,10 +164,10 @@ CUDA_MODULES: tuple[CudaModule, ...] = (
         sass_facts_by_arch={
             "sm_90": {
                 f"megakernel_decode<{VARIANTS.index('fused_prefetch')}>": (r"\bUBLKPF\.L2\b",),
-                # fused_ring: bulk copies into shared memory, mbarrier waits
-                f"megakernel_decode<{VARIANTS.index('fused_ring')}>": (r"\bUBLKCP\.S\.G\b", r"\bSYNCS\.PHASECHK\.TRANS64"),
+                # fused_ring, dataflow: bulk copies into shared memory, mbarrier waits
+                "megakernel_decode<[67]>": (r"\bUBLKCP\.S\.G\b", r"\bSYNCS\.PHASECHK\.TRANS64"),
             },
-            "sm_80": {f"megakernel_decode<{VARIANTS.index('fused_ring')}>": (r"\bLDGSTS\.E\.BYPASS\.128\b",)},
+            "sm_80": {"megakernel_decode<[67]>": (r"\bLDGSTS\.E\.BYPASS\.128\b",)},
         },
         group="megakernel",
     ),

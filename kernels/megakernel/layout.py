@@ -19,7 +19,7 @@ POINTER_FIELDS: tuple[str, ...] = (
     "embed", "w_qkv", "w_o", "w_gate_up", "w_down",
     "norm_in", "norm_post", "norm_q", "norm_k", "norm_final", "rope",
     "k_cache", "v_cache", "logits", "residual", "normed", "qkv", "q_rot",
-    "attn_partial", "attn_out", "act", "sumsq_partial", "counters",
+    "attn_partial", "attn_out", "act", "sumsq_partial", "counters", "ll",
 )
 SCALAR_FIELDS: tuple[str, ...] = ("vocab", "max_seq")
 PARAM_FIELDS = POINTER_FIELDS + SCALAR_FIELDS
@@ -117,7 +117,7 @@ def max_attention_units(max_seq: int) -> int:
 
 def scratch_arrays(config: ModelConfig, max_seq: int, max_blocks: int) -> dict[str, np.ndarray]:
     """Host scratch buffers, poisoned (NaN) so a read of anything unwritten shows; the arrival
-    counters and barrier words start at zero, as the kernel requires."""
+    counters, barrier words, launch count and LL words start at zero, as the kernel requires."""
     c = config
     f32_nan = np.float32(np.nan)
     partial = c.kv_heads * max_attention_units(max_seq) * c.gqa * PARTIAL_STRIDE
@@ -131,7 +131,9 @@ def scratch_arrays(config: ModelConfig, max_seq: int, max_blocks: int) -> dict[s
         "attn_out": np.full(c.q_dim, f32_nan, dtype=np.float32),
         "act": np.full(c.intermediate, f32_nan, dtype=np.float32),
         "sumsq_partial": np.full(max_blocks, f32_nan, dtype=np.float32),
-        "counters": np.zeros(2 * c.kv_heads + 1, dtype=np.uint32),
+        "counters": np.zeros(2 * c.kv_heads + 2, dtype=np.uint32),
+        # LL words of the dataflow variant (value, flag): flag 0 never matches a launch's flags.
+        "ll": np.zeros(c.hidden + c.qkv_rows + c.q_dim + c.intermediate + max_blocks, dtype=np.uint64),
     }
 
 

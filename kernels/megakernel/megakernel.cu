@@ -56,6 +56,7 @@ constexpr int kAttnUnroll = 4;          // key/value tiles loaded before first u
 constexpr int kAttnMaxChunk = 1024;     // most keys one attention unit takes
 constexpr int kPartialStride = kHeadDim + 2;  // split-attention record: o[128], max, sum
 constexpr int kGridWordSlot = 2 * kKVHeads;   // counters[]: the own grid barrier's word
+constexpr int kLaunchSlot = 2 * kKVHeads + 1; // counters[]: launches of the dataflow variant so far
 
 __host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
 template <int N> struct IntTag { static constexpr int value = N; };  // an int as a type (template lambdas)
@@ -94,8 +95,9 @@ struct MegakernelParams {
     float* attn_out;           // [q_heads * 128]
     float* act;                // [inter]: silu(gate) * up
     float* sumsq_partial;      // [blocks]: per-block sum of squares of the residual rows it wrote
-    unsigned* counters;        // [2 * kv_heads + 1]: split-attention arrivals, head-group barrier words,
-                               // the grid barrier word (MK_OWN_GRID_BARRIER)
+    unsigned* counters;        // [2 * kv_heads + 2]: split-attention arrivals, head-group barrier words,
+                               // the grid barrier word (MK_OWN_GRID_BARRIER), the launch count (dataflow)
+    unsigned long long* ll;    // [hidden + qkv rows + q_heads * 128 + inter + blocks]: LL words (dataflow)
     long long vocab;
     long long max_seq;
 };
@@ -114,34 +116,41 @@ struct MegakernelParams {
 // ring:           the stream variant's step, but every weight byte goes through a ring of pages in
 //                 shared memory, filled by asynchronous copies (bulk copies on sm_90) that run up to
 //                 kRingSlots pages ahead of the GEMVs, across phases and grid barriers.
+// dataflow:       the ring variant with no grid barrier: every value another block needs travels
+//                 as an LL word (value + flag), and each consumer waits for exactly the values it
+//                 reads (q/k/v of its head, the whole attention output, residual, activations).
 template <int V> struct Variant;
 template <> struct Variant<0> {  // baseline: 8 grid syncs per layer
     static constexpr bool redundant_norm = false, head_groups = false, fused_qk = false,
-                          norm_partials = false, prefetch = false, stream = false, ring = false;
+                          norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false;
 };
 template <> struct Variant<1> {  // redundant RMSNorm: 6
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = false,
-                          norm_partials = false, prefetch = false, stream = false, ring = false;
+                          norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false;
 };
 template <> struct Variant<2> {  // head-based: 4 grid syncs + 2 group barriers
     static constexpr bool redundant_norm = true, head_groups = true, fused_qk = false,
-                          norm_partials = false, prefetch = false, stream = false, ring = false;
+                          norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false;
 };
 template <> struct Variant<3> {  // fused phases: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false, stream = false, ring = false;
+                          norm_partials = true, prefetch = false, stream = false, ring = false, dataflow = false;
 };
 template <> struct Variant<4> {  // fused phases + L2 prefetch: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = true, stream = false, ring = false;
+                          norm_partials = true, prefetch = true, stream = false, ring = false, dataflow = false;
 };
 template <> struct Variant<5> {  // fused phases + weight stream across the barriers: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false, stream = true, ring = false;
+                          norm_partials = true, prefetch = false, stream = true, ring = false, dataflow = false;
 };
 template <> struct Variant<6> {  // fused phases + weight pages in a shared-memory ring, copied ahead: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false, stream = false, ring = true;
+                          norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = false;
+};
+template <> struct Variant<7> {  // the ring's phases, exchanging LL words instead of grid barriers: 0
+    static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
+                          norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true;
 };
 
 // ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
@@ -752,20 +761,65 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     return epilogue_sum;
 }
 
+// ---- phase inputs written by other blocks: plain after a grid barrier, or LL words (dataflow) ---
+// Every variant but `dataflow` exchanges q/k/v and the attention output through fp32 buffers that
+// other blocks read after a grid barrier (PlainIO). `dataflow` has no grid barriers: each value
+// travels as one 64-bit word (value, flag) whose flag names the launch, layer and phase that wrote
+// it, and a reader spins until the flag it expects appears (NCCL's LL protocol). A naturally
+// aligned 64-bit store or load is single-copy atomic, so a reader that sees the flag sees the value
+// written with it; no fence, counter or barrier sits between producer and consumer.
+struct PlainIO {
+    static constexpr bool kLL = false;
+    __device__ __forceinline__ float load(const float* p) const { return load_l2_f32(p); }
+    __device__ __forceinline__ void store(float* p, float v) const { *p = v; }
+};
+
+// The LL twin of the fp32 buffer `base`: element i of base travels as words[i] with `flag`.
+struct LLIO {
+    static constexpr bool kLL = true;
+    const float* base;
+    unsigned long long* words;
+    unsigned flag;
+    __device__ __forceinline__ float load(const float* p) const { return ll_load(words + (p - base), flag); }
+    __device__ __forceinline__ void store(float* p, float v) const { ll_store(words + (p - base), v, flag); }
+};
+
+// The dataflow variant's LL buffer (MegakernelParams::ll): the residual stream, q/k/v, the
+// attention output, the SwiGLU activations, then the per-block sums of squares.
+struct LLBuffers {
+    unsigned long long *residual, *qkv, *attn_out, *act, *sumsq;
+};
+__device__ __forceinline__ LLBuffers ll_buffers(const MegakernelParams& P) {
+    LLBuffers b;
+    b.residual = P.ll;
+    b.qkv = b.residual + kHidden;
+    b.attn_out = b.qkv + kQkvRows;
+    b.act = b.attn_out + kQDim;
+    b.sumsq = b.act + kInter;
+    return b;
+}
+
+// Flags: unique per launch (counters[kLaunchSlot], advanced once per launch), layer and exchange.
+enum LLPhase { kLLQkv = 0, kLLAttnOut = 1, kLLResidualO = 2, kLLAct = 3, kLLResidualDown = 4 };
+__device__ __forceinline__ unsigned ll_flag(unsigned launch, int layer, int phase) {
+    return ((launch + 1u) << 10) + static_cast<unsigned>(layer * 5 + phase);
+}
+static_assert(kLayers * 5 <= 1024, "LL flags hold layer * 5 + phase in 10 bits");
+
 // ---- QK-norm + RoPE + KV-cache write ----------------------------------------------------------
 // One warp handles one 128-element head; lane l holds elements l, l + 32, l + 64, l + 96, so both
 // RoPE pairs (i, i + 64) of a lane are its own: out[i] = x[i] c_i - x[i+64] s_i and
 // out[i+64] = x[i+64] c_i + x[i] s_i (the rotate_half convention).
+template <class IO = PlainIO>
 __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* weight, const float* rope_row,
-                                               float out[4]) {
+                                               float out[4], IO io = IO{}) {
     const int lane = threadIdx.x & 31;
     float x[4];
     float ss = 0.f;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        x[j] = load_l2_f32(raw + lane + 32 * j);
-        ss = fmaf(x[j], x[j], ss);
-    }
+    for (int j = 0; j < 4; ++j) x[j] = io.load(raw + lane + 32 * j);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) ss = fmaf(x[j], x[j], ss);
     ss = warp_sum(ss);
     const float inv_rms = 1.0f / sqrtf(ss / static_cast<float>(kHeadDim) + kRmsEps);
 #pragma unroll
@@ -781,16 +835,16 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
 // Task r of kv head g, run by one warp: r < gqa is q head g * gqa + r (normalised and rotated into
 // q_dst, 128 floats); r == gqa is k, r == gqa + 1 is v (both stored as bf16 in the cache row of
 // `position`; with kToShared also into row_s, 128 bf16, for the stream variant's attention).
-template <bool kToShared = false>
+template <bool kToShared = false, class IO = PlainIO>
 __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, int position, int g, int r, float* q_dst,
-                                        bf16_t* row_s = nullptr) {
+                                        bf16_t* row_s = nullptr, IO io = IO{}) {
     const int lane = threadIdx.x & 31;
     const float* raw = P.qkv + g * kGroupRows + r * kHeadDim;
     if (r == kGqa + 1) {
         bf16_t* dst = P.v_cache + kv_offset(P, layer, g, position);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const bf16_t v = float_to_bf16(load_l2_f32(raw + lane + 32 * j));
+            const bf16_t v = float_to_bf16(io.load(raw + lane + 32 * j));
             dst[lane + 32 * j] = v;
             if (kToShared) row_s[lane + 32 * j] = v;
         }
@@ -799,7 +853,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
     const bool is_q = r < kGqa;
     const bf16_t* weight = (is_q ? P.norm_q : P.norm_k) + layer * kHeadDim;
     float out[4];
-    norm_rope_head(raw, weight, P.rope + static_cast<size_t>(position) * kHeadDim, out);
+    norm_rope_head(raw, weight, P.rope + static_cast<size_t>(position) * kHeadDim, out, io);
     if (is_q) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) q_dst[lane + 32 * j] = out[j];
@@ -896,12 +950,17 @@ constexpr int kCombineBatch = 4;
 #endif
 static_assert((2 * kGqa * kHeadDim) % 32 == 0, "the combine's thread pairs fill whole warps");
 
-__device__ __forceinline__ void combine_if_last_stream(const MegakernelParams& P, int g, int units, const Shared& s) {
+// With LL output (dataflow) no grid barrier follows, so the last unit resets the arrival counter
+// at once, by an atomic ordered before its acquire fence and so before anything it writes next.
+template <class Out = PlainIO>
+__device__ __forceinline__ void combine_if_last_stream(const MegakernelParams& P, int g, int units, const Shared& s,
+                                                       Out out = Out{}) {
     __syncthreads();
     int* flag = reinterpret_cast<int*>(s.misc + kFlagSlot);
     if (threadIdx.x == 0) {
         fence_gpu();  // release: this unit's record
         const bool last = atomicAdd(P.counters + g, 1u) == static_cast<unsigned>(units - 1);
+        if (last && Out::kLL) atomicExch(P.counters + g, 0u);
         if (last) fence_gpu();  // acquire: the other units' records
         *flag = last;
     }
@@ -942,10 +1001,10 @@ __device__ __forceinline__ void combine_if_last_stream(const MegakernelParams& P
         const float m_all = fmaxf(m, m2);
         const float keep = expf(m - m_all), keep2 = expf(m2 - m_all);
         if (half == 0) {
-            P.attn_out[(g * kGqa + h) * kHeadDim + d] = fmaf(acc, keep, acc2 * keep2) / fmaf(l, keep, l2 * keep2);
+            out.store(P.attn_out + (g * kGqa + h) * kHeadDim + d, fmaf(acc, keep, acc2 * keep2) / fmaf(l, keep, l2 * keep2));
         }
     }
-    if (threadIdx.x == 0) P.counters[g] = 0u;
+    if (!Out::kLL && threadIdx.x == 0) P.counters[g] = 0u;
 }
 
 // Attention of kv head g's kGqa query heads over keys [u * chunk, min((u + 1) * chunk, position + 1)).
@@ -955,9 +1014,9 @@ __device__ __forceinline__ void combine_if_last_stream(const MegakernelParams& P
 // kStream (stream variant, units too long for attention_unit_preloaded): no fence in warps 1-15
 // (the K/V rows written here are read back by this block only, after __syncthreads), and the
 // stream combine.
-template <bool kFusedQk, bool kStream = false>
+template <bool kFusedQk, bool kStream = false, class In = PlainIO, class Out = PlainIO>
 __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int layer, int position, int g, int u,
-                                               AttentionSplit split, const Shared& s) {
+                                               AttentionSplit split, const Shared& s, In in = In{}, Out out = Out{}) {
     constexpr int kAttnUnroll = kStream ? 2 : mk::kAttnUnroll;  // registers are scarce with the weight stream live
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int start = u * split.chunk;
@@ -970,9 +1029,9 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
     //    holding the current position also writes its K and V cache rows (read back below).
     if (kFusedQk) {
         if (warp < kGqa) {
-            qk_task(P, layer, position, g, warp, s.q + warp * kHeadDim);
+            qk_task<false>(P, layer, position, g, warp, s.q + warp * kHeadDim, nullptr, in);
         } else if (warp < kGqa + 2 && u == split.units - 1) {
-            qk_task(P, layer, position, g, warp, nullptr);
+            qk_task<false>(P, layer, position, g, warp, nullptr, nullptr, in);
             if (!kStream) fence_gpu();
         }
     } else {
@@ -1072,7 +1131,7 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
         for (int w = 0; w < kWarps; ++w) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
         const float m = s.misc[kStatsSlot + 2 * h], l = s.misc[kStatsSlot + 2 * h + 1];
         if (split.units == 1) {
-            P.attn_out[(g * kGqa + h) * kHeadDim + d] = sum / l;
+            out.store(P.attn_out + (g * kGqa + h) * kHeadDim + d, sum / l);
         } else {
             float* rec = P.attn_partial + (static_cast<size_t>(g * split.units + u) * kGqa + h) * kPartialStride;
             rec[d] = sum;
@@ -1084,7 +1143,7 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
     }
     if (split.units > 1) {
         if (kStream) {
-            combine_if_last_stream(P, g, split.units, s);
+            combine_if_last_stream(P, g, split.units, s, out);
         } else {
             combine_if_last(P, g, split.units, s);
         }
@@ -1100,8 +1159,10 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
 // with the weight stream live.
 constexpr int kAttnPreloadTiles = 2;
 
+template <class In = PlainIO, class Out = PlainIO>
 __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams& P, int layer, int position, int g,
-                                                         int u, AttentionSplit split, const Shared& s) {
+                                                         int u, AttentionSplit split, const Shared& s, In in = In{},
+                                                         Out out = Out{}) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int slot = tid >> 4, dc = tid & 15;
     const int start = u * split.chunk;
@@ -1127,9 +1188,9 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     // 1. Queries (shared memory); the last unit's warps kGqa, kGqa + 1 write the K and V rows of
     //    `position` to the cache and to s.kv_row.
     if (warp < kGqa) {
-        qk_task(P, layer, position, g, warp, s.q + warp * kHeadDim);
+        qk_task<false>(P, layer, position, g, warp, s.q + warp * kHeadDim, nullptr, in);
     } else if (warp < kGqa + 2 && writes_row) {
-        qk_task<true>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim);
+        qk_task<true>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim, in);
     }
     __syncthreads();
     if (writes_row) {
@@ -1205,7 +1266,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         for (int w = 0; w < kWarps; ++w) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
         const float m = s.misc[kStatsSlot + 2 * h], l = s.misc[kStatsSlot + 2 * h + 1];
         if (split.units == 1) {
-            P.attn_out[(g * kGqa + h) * kHeadDim + d] = sum / l;
+            out.store(P.attn_out + (g * kGqa + h) * kHeadDim + d, sum / l);
         } else {
             float* rec = P.attn_partial + (static_cast<size_t>(g * split.units + u) * kGqa + h) * kPartialStride;
             rec[d] = sum;
@@ -1215,7 +1276,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
             }
         }
     }
-    if (split.units > 1) combine_if_last_stream(P, g, split.units, s);
+    if (split.units > 1) combine_if_last_stream(P, g, split.units, s, out);
     __syncthreads();  // shared buffers are reused by the next unit
 }
 
@@ -1361,15 +1422,79 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
 // before it finishes), attention loading K/V before its queries, and each block's residual rows
 // kept in shared memory (the O and down epilogues of a block update the same rows, so they need
 // not read them back from L2).
+// RMSNorm of the residual stream into s.vec (vec_slot order), read as LL words of `flag`: every
+// residual row and every block's sum of squares (the dataflow variant's rmsnorm_into_vec).
+__device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, const bf16_t* weight, const Shared& s) {
+    constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
+    unsigned long long w[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < kHidden) w[j] = ll_load_word(ll.residual + i);
+    }
+    if (threadIdx.x < 32) {
+        float total = 0.f;
+        for (int i = threadIdx.x; i < static_cast<int>(gridDim.x); i += 32) total += ll_load(ll.sumsq + i, flag);
+        total = warp_sum(total);
+        if (threadIdx.x == 0) s.misc[0] = total;
+    }
+    float x[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        x[j] = i < kHidden ? ll_value(ll.residual + i, w[j], flag) : 0.f;
+    }
+    __syncthreads();
+    const float inv_rms = 1.0f / sqrtf(s.misc[0] / static_cast<float>(kHidden) + kRmsEps);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < kHidden) s.vec[vec_slot(i)] = x[j] * inv_rms * bf16_to_float(weight[i]);
+    }
+    __syncthreads();
+}
+
+// load_vector_to_shared for LL words of `flag`: all of a thread's loads are issued before it waits.
+template <int kN>
+__device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* src, unsigned flag, float* vec) {
+    constexpr int kPer = (kN + kThreads - 1) / kThreads;
+    unsigned long long w[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < kN) w[j] = ll_load_word(src + i);
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < kN) vec[vec_slot(i)] = ll_value(src + i, w[j], flag);
+    }
+    __syncthreads();
+}
+
+// The stream/ring step: the phases of `fused` (5 grid syncs per layer), with every weight load
+// carried by the register stream w[] (stream) or the shared-memory ring (ring), attention loading
+// K/V before its queries, and each block's residual rows kept in shared memory (the O and down
+// epilogues of a block update the same rows, so they need not read them back from L2). The
+// dataflow variant runs the same phases with no grid sync: each exchange is LL words.
 template <int kVariant>
 __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, const int token, const int position) {
     using T = Variant<kVariant>;
     static_assert((T::stream || T::ring) && T::fused_qk && T::norm_partials && T::redundant_norm && !T::head_groups,
                   "the stream step implements the fused phase list");
+    static_assert(!T::dataflow || T::ring, "dataflow runs on the ring");
     const Shared s = carve_shared();
     const int nb = gridDim.x, b = blockIdx.x;
     const AttentionSplit split = attention_split(position + 1, nb / kKVHeads);
     const int attention_units = kKVHeads * split.units;
+    const LLBuffers ll = ll_buffers(P);
+    // Read before this block produces anything; block 0 advances it at its very end, which it
+    // reaches only after every block's residual rows (so after every block has read it).
+    const unsigned launch = T::dataflow ? load_volatile_u32(P.counters + kLaunchSlot) : 0u;
+    auto flag = [&](int layer, int phase) { return ll_flag(launch, layer, phase); };
+    auto exchange_barrier = [&]() {
+        if constexpr (!T::dataflow) grid_sync(P.counters + kGridWordSlot);
+    };
 
     // Weights: the register stream (stream) or the shared-memory ring (ring); either way layer 0's
     // QKV weights are in flight from here on.
@@ -1399,84 +1524,141 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         for (int i = r0 + threadIdx.x; i < r0 + nr; i += kThreads) {
             const float x = bf16_to_float(P.embed[static_cast<size_t>(token) * kHidden + i]);
             s.own[i] = x;
-            P.residual[i] = x;
+            if constexpr (!T::dataflow) P.residual[i] = x;
         }
     }
 
-    auto store_qkv = [&](int row, const float* v) { P.qkv[row] = v[0]; return 0.f; };
-    auto add_to_residual = [&](int row, const float* v) {
-        const float x = s.own[row] + v[0];
-        s.own[row] = x;
-        P.residual[row] = x;
-        return x * x;
-    };
-    auto swiglu = [&](int row, const float* v) {
-        const float gate = v[0], up = v[1];
-        P.act[row >> 1] = gate / (1.0f + expf(-gate)) * up;
+    int layer = 0;  // the epilogues below read it
+    auto store_qkv = [&](int row, const float* v) {
+        if constexpr (T::dataflow) {
+            ll_store(ll.qkv + row, v[0], flag(layer, kLLQkv));
+        } else {
+            P.qkv[row] = v[0];
+        }
         return 0.f;
     };
+    auto add_to_residual = [&](int row, const float* v, int phase) {
+        const float x = s.own[row] + v[0];
+        s.own[row] = x;
+        if constexpr (T::dataflow) {
+            ll_store(ll.residual + row, x, flag(layer, phase));
+        } else {
+            P.residual[row] = x;
+        }
+        return x * x;
+    };
+    auto add_o = [&](int row, const float* v) { return add_to_residual(row, v, kLLResidualO); };
+    auto add_down = [&](int row, const float* v) { return add_to_residual(row, v, kLLResidualDown); };
+    auto swiglu = [&](int row, const float* v) {
+        const float gate = v[0], up = v[1];
+        const float a = gate / (1.0f + expf(-gate)) * up;
+        if constexpr (T::dataflow) {
+            ll_store(ll.act + (row >> 1), a, flag(layer, kLLAct));
+        } else {
+            P.act[row >> 1] = a;
+        }
+        return 0.f;
+    };
+    // The next RMSNorm's partial sum of squares of this block's residual rows.
+    auto publish = [&](float sq, int nrows, int phase) {
+        if constexpr (T::dataflow) {
+            const float total = nrows <= 32 ? (threadIdx.x < 32 ? warp_sum(sq) : 0.f) : block_sum<kThreads>(sq, s.misc);
+            if (threadIdx.x == 0) ll_store(ll.sumsq + b, total, flag(layer, phase));
+        } else {
+            publish_sumsq(P, sq, nrows, s.misc);
+        }
+    };
+    // The input / post-attention / final RMSNorm into s.vec.
+    auto rmsnorm = [&](bool from_embedding, const bf16_t* weight, int from_layer, int phase) {
+        if constexpr (T::dataflow) {
+            if (!from_embedding) {
+                rmsnorm_ll(ll, flag(from_layer, phase), weight, s);
+                return;
+            }
+        }
+        rmsnorm_into_vec<T>(P, from_embedding, token, weight, s);
+    };
 
-    for (int layer = 0; layer < kLayers; ++layer) {
+    for (layer = 0; layer < kLayers; ++layer) {
         const int ev = layer * MK_TRACE_EVENTS_PER_LAYER;
         (void)ev;
         MK_MARK(ev + 0);
         // QKV projection (the input RMSNorm is computed by every block).
-        rmsnorm_into_vec<T>(P, layer == 0, token, P.norm_in + layer * kHidden, s);
+        rmsnorm(layer == 0, P.norm_in + layer * kHidden, layer - 1, kLLResidualDown);
         MK_MARK(ev + 1);
         gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
         MK_MARK(ev + 2);
-        grid_sync(P.counters + kGridWordSlot);
+        exchange_barrier();
         MK_MARK(ev + 3);
 
         // Attention with QK-norm, RoPE and the KV-cache write in its prologue.
         for (int u = b; u < attention_units; u += nb) {
-            if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
-                attention_unit_preloaded(P, layer, position, u / split.units, u % split.units, split, s);
-            else
-                attention_unit<true, true>(P, layer, position, u / split.units, u % split.units, split, s);
+            const int g = u / split.units, unit = u % split.units;
+            if constexpr (T::dataflow) {
+                const LLIO in{P.qkv, ll.qkv, flag(layer, kLLQkv)};
+                const LLIO out{P.attn_out, ll.attn_out, flag(layer, kLLAttnOut)};
+                if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
+                    attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out);
+                else
+                    attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out);
+            } else {
+                if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
+                    attention_unit_preloaded(P, layer, position, g, unit, split, s);
+                else
+                    attention_unit<true, true>(P, layer, position, g, unit, split, s);
+            }
         }
         MK_MARK(ev + 4);
-        grid_sync(P.counters + kGridWordSlot);
+        exchange_barrier();
         MK_MARK(ev + 5);
 
         // O-projection + residual, publishing the next RMSNorm's partial sums of squares.
-        load_vector_to_shared(P.attn_out, kQDim, s.vec);
+        if constexpr (T::dataflow) {
+            ll_vector_to_shared<kQDim>(ll.attn_out, flag(layer, kLLAttnOut), s.vec);
+        } else {
+            load_vector_to_shared(P.attn_out, kQDim, s.vec);
+        }
         MK_MARK(ev + 6);
         {
             const StreamSlice x = stream_slice(P, 4 * layer + 1);
-            publish_sumsq(P, gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_to_residual), x.nrows, s.misc);
+            publish(gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_o), x.nrows, kLLResidualO);
         }
         MK_MARK(ev + 7);
-        grid_sync(P.counters + kGridWordSlot);
+        exchange_barrier();
         MK_MARK(ev + 8);
 
         // Post-attention RMSNorm, gate/up, SiLU * up.
-        rmsnorm_into_vec<T>(P, false, token, P.norm_post + layer * kHidden, s);
+        rmsnorm(false, P.norm_post + layer * kHidden, layer, kLLResidualO);
         MK_MARK(ev + 9);
         gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
         MK_MARK(ev + 10);
-        grid_sync(P.counters + kGridWordSlot);
+        exchange_barrier();
         MK_MARK(ev + 11);
 
         // Down projection + residual.
-        load_vector_to_shared(P.act, kInter, s.vec);
+        if constexpr (T::dataflow) {
+            ll_vector_to_shared<kInter>(ll.act, flag(layer, kLLAct), s.vec);
+        } else {
+            load_vector_to_shared(P.act, kInter, s.vec);
+        }
         MK_MARK(ev + 12);
         {
             const StreamSlice x = stream_slice(P, 4 * layer + 3);
-            publish_sumsq(P, gemv(Inter{}, IntTag<1>{}, 4 * layer + 3, add_to_residual), x.nrows, s.misc);
+            publish(gemv(Inter{}, IntTag<1>{}, 4 * layer + 3, add_down), x.nrows, kLLResidualDown);
         }
         MK_MARK(ev + 13);
-        grid_sync(P.counters + kGridWordSlot);
+        exchange_barrier();
         MK_MARK(ev + 14);
     }
 
     // Final RMSNorm and the tied LM head.
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 0);
-    rmsnorm_into_vec<T>(P, kLayers == 0, token, P.norm_final, s);
+    rmsnorm(kLayers == 0, P.norm_final, kLayers - 1, kLLResidualDown);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 1);
     auto store_logit = [&](int row, const float* v) { P.logits[row] = v[0]; return 0.f; };
     gemv(Hidden{}, IntTag<1>{}, 4 * kLayers, store_logit);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 2);
+    if (T::dataflow && b == 0 && threadIdx.x == 0) atomicAdd(P.counters + kLaunchSlot, 1u);
 }
 
 }  // namespace mk
@@ -1508,3 +1690,4 @@ template __global__ void megakernel_decode<3>(const __grid_constant__ mk::Megake
 template __global__ void megakernel_decode<4>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<5>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<6>(const __grid_constant__ mk::MegakernelParams, const int, const int);
+template __global__ void megakernel_decode<7>(const __grid_constant__ mk::MegakernelParams, const int, const int);

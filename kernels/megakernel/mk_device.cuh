@@ -303,6 +303,42 @@ __device__ __forceinline__ void grid_sync(unsigned* word) {
 #endif
 }
 
+// ---- LL words (dataflow variant) ------------------------------------------------------------------
+// A value and the flag of the exchange that wrote it, in one naturally aligned 64-bit word: stores
+// and loads of it are single-copy atomic, so a reader that sees the flag sees the value. Loads are
+// relaxed at GPU scope (served by L2, never by a stale L1 line).
+__device__ __forceinline__ void ll_store(unsigned long long* p, float value, unsigned flag) {
+    const unsigned long long word = (static_cast<unsigned long long>(flag) << 32) | __float_as_uint(value);
+#ifdef MK_EMULATE
+    *reinterpret_cast<volatile unsigned long long*>(p) = word;
+#else
+    asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(word) : "memory");
+#endif
+}
+
+__device__ __forceinline__ unsigned long long ll_load_word(const unsigned long long* p) {
+#ifdef MK_EMULATE
+    return *reinterpret_cast<const volatile unsigned long long*>(p);
+#else
+    unsigned long long word;
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word) : "l"(p) : "memory");
+    return word;
+#endif
+}
+
+// The value of the word at p, given its first load `word`: reloads until it carries `flag`.
+__device__ __forceinline__ float ll_value(const unsigned long long* p, unsigned long long word, unsigned flag) {
+    while (static_cast<unsigned>(word >> 32) != flag) {
+        backoff();
+        word = ll_load_word(p);
+    }
+    return __uint_as_float(static_cast<unsigned>(word));
+}
+
+__device__ __forceinline__ float ll_load(const unsigned long long* p, unsigned flag) {
+    return ll_value(p, ll_load_word(p), flag);
+}
+
 #ifndef MK_EMULATE
 // Base of the block's dynamic shared memory (the emulator supplies its own per-block buffer).
 __device__ __forceinline__ unsigned char* mk_shared_memory() {

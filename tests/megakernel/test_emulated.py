@@ -50,6 +50,11 @@ MAX_SEQ = 1152
         ("fused_ring", TINY.kv_heads, 1100, False),
         ("fused_ring", 13, 300, False),
         ("fused_ring", 5, 70, True),
+        # dataflow (no grid barrier): the same cases as fused_ring.
+        ("dataflow", TINY.kv_heads, 0, False),
+        ("dataflow", TINY.kv_heads, 1100, False),
+        ("dataflow", 13, 300, False),
+        ("dataflow", 7, 70, False),
     ],
 )
 def test_emulated_step_matches_reference(variant: str, blocks: int, position: int, own_grid_barrier: bool) -> None:
@@ -61,7 +66,7 @@ def test_emulated_step_matches_reference(variant: str, blocks: int, position: in
 WIDE_VOCAB = dataclasses.replace(TINY, name="tiny", vocab=9001)
 
 
-@pytest.mark.parametrize("variant", ["fused", "fused_stream", "fused_ring"])
+@pytest.mark.parametrize("variant", ["fused", "fused_stream", "fused_ring", "dataflow"])
 def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     check_emulated_step(WIDE_VOCAB, variant, TINY.kv_heads, 5, False)
 
@@ -81,7 +86,9 @@ def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position
     assert_close(buffers["logits"], expected, name=f"{variant} logits", **LOGIT_TOLERANCE[config.name])
     for name, ref_cache in (("k_cache", kr), ("v_cache", vr)):
         assert_close(bf16_bits_to_float(buffers[name]), bf16_bits_to_float(ref_cache), name=name, **KV_TOLERANCE)
-    assert np.all(buffers["counters"] & 0x7FFFFFFF == 0), "arrival counters / barrier words not back to zero"
+    words, launches = buffers["counters"][:-1], buffers["counters"][-1]
+    assert np.all(words & 0x7FFFFFFF == 0), "arrival counters / barrier words not back to zero"
+    assert launches == (1 if variant == "dataflow" else 0), f"launch count {launches} after one {variant} step"
 
 
 @pytest.mark.parametrize("ring", [False, True])

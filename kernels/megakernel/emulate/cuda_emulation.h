@@ -94,6 +94,12 @@ inline unsigned atomicAdd(unsigned* p, unsigned v) {
     return old;
 }
 
+inline unsigned atomicExch(unsigned* p, unsigned v) {
+    const unsigned old = *p;
+    *p = v;
+    return old;
+}
+
 inline unsigned emu_atomic_load(const unsigned* p) { return *reinterpret_cast<const volatile unsigned*>(p); }
 inline void emu_yield() { emu::yield(); }
 inline void emu_fence() {}

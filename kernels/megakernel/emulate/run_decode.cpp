@@ -183,9 +183,10 @@ int mk_emulate_decode(int variant, const void* params, int token, int position, 
         case 4: body = [p, token, position] { megakernel_decode<4>(p, token, position); }; break;
         case 5: body = [p, token, position] { megakernel_decode<5>(p, token, position); }; break;
         case 6: body = [p, token, position] { megakernel_decode<6>(p, token, position); }; break;
+        case 7: body = [p, token, position] { megakernel_decode<7>(p, token, position); }; break;
         default: snprintf(error, error_bytes, "unknown variant %d", variant); return 1;
     }
-    const int shared = variant == 6 ? mk::shared_bytes_of<6>() : mk::kSharedBytes;
+    const int shared = variant >= 6 ? mk::kSharedBytesRing : mk::kSharedBytes;
     const std::string message = emu::run_grid(blocks, mk::kThreads, shared, seed, body);
     if (message.empty()) return 0;
     snprintf(error, error_bytes, "%s", message.c_str());
