@@ -628,10 +628,17 @@ __host__ __device__ constexpr int ring_parts(int k, int rows_per_out) {
 __host__ __device__ constexpr int ring_page_items(int k, int rows_per_out) {
     return ring_page_rows(k, rows_per_out) * ring_parts(k, rows_per_out);
 }
-constexpr int kRingItemsMax = imax(ring_page_items(kHidden, 2), imax(ring_page_items(kQDim, 1), ring_page_items(kInter, 1)));
+// Pages a GEMV waits for and consumes together: gate/up's 3 pages per block (Qwen3-0.6B on 132
+// blocks) in one group; the LM head's pages in groups of 3, leaving 2 slots in flight.
+constexpr int kRingGroup = 3;
+static_assert(kRingGroup < kRingSlots && kRingSlots <= 5, "a group must leave slots to prefetch into; "
+              "page_group_wait handles up to 4 pending pages");
+__host__ __device__ constexpr int ceil_div_constexpr(int a, int b) { return (a + b - 1) / b; }
+constexpr int kRingItemsMax =
+    kRingGroup * imax(ring_page_items(kHidden, 2), imax(ring_page_items(kQDim, 1), ring_page_items(kInter, 1)));
 static_assert(ring_page_rows(kInter, 1) >= 1 && ring_page_rows(kQDim, 1) >= 1 && ring_page_rows(kHidden, 2) >= 2,
               "a page must hold at least one output");
-static_assert(2 * kRingItemsMax <= kPartialFloats, "the pages' row sums (double-buffered) must fit s.partial");
+static_assert(2 * kRingItemsMax <= kPartialFloats, "the groups' row sums (double-buffered) must fit s.partial");
 
 // Columns, and rows per output, of segment `seg` of the stream.
 __device__ __forceinline__ int ring_segment_k(int seg) {
@@ -643,6 +650,7 @@ __device__ __forceinline__ int ring_segment_rows_per_out(int seg) { return seg <
 // Ring state. `consumed` is the same in every thread; the issue cursor is kept by the issuing warp.
 struct Ring {
     int consumed;  // pages consumed (the next one to consume sits in slot consumed % kRingSlots)
+    int groups;    // page groups consumed (their sums alternate between two buffers)
     int issued;    // pages issued (issuing warp)
     int next_seg;  // the next page to issue: rows from next_row of segment next_seg (issuing warp)
     int next_row;
@@ -686,18 +694,20 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
         page_barrier_init_fence();
     }
     __syncthreads();
-    Ring ring{0, 0, 0, 0};
+    Ring ring{0, 0, 0, 0, 0};
     if (ring_issuer()) {
         for (int i = 0; i < kRingSlots; ++i) ring_issue_next(s, ring);
     }
     return ring;
 }
 
-// block_gemv's computation on segment `seg` of the stream, reading the weights from the ring: per
-// page, warp w takes the (row, part) items w, w + 16, ..., a part being an equal share of the row's
-// 256-column segments; then the epilogue runs on the page's outputs while the next page copies into
-// the freed slot. The items' sums alternate between two halves of s.partial, so one block barrier
-// per page suffices.
+// block_gemv's computation on segment `seg` of the stream, reading the weights from the ring. Pages
+// are taken in groups of up to kRingGroup (a whole QKV, O, gate/up or down slice on 132 blocks):
+// wait for the group's pages, then warp w takes the (row, part) items w, w + 16, ... of the whole
+// group (a part is an equal share of the row's 256-column segments; up to kRingItemsPerWarp
+// independent items per warp, unrolled so their loads and reductions overlap), one block barrier,
+// then the freed slots are refilled while the epilogue runs on the group's outputs. The items'
+// sums alternate between two halves of s.partial, so that one barrier per group suffices.
 template <int kK, int kRowsPerOut, typename Epilogue>
 __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s,
                                            const Shared& s, Epilogue epilogue) {
@@ -705,6 +715,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     constexpr int kParts = ring_parts(kK, kRowsPerOut);
     constexpr int kPartChunks = kK / 8 / kParts;  // 16-byte chunks per item, a multiple of 32
     constexpr int kRowChunks = kK / 8;
+    constexpr int kItemsPerWarp = ceil_div_constexpr(kRingGroup * kPageRows * kParts, kWarps);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int2 slice = s.ring_rows[seg];  // first row, rows
     float epilogue_sum = 0.f;
@@ -712,44 +723,67 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     long long waited = 0;
 #endif
 
-    for (int r0 = 0; r0 < slice.y; r0 += kPageRows) {
-        const int rows = min(kPageRows, slice.y - r0);
-        const int slot = ring.consumed % kRingSlots;
+    for (int r0 = 0; r0 < slice.y; r0 += kRingGroup * kPageRows) {
+        const int rows = min(kRingGroup * kPageRows, slice.y - r0);
+        const int pages = ceil_div(rows, kPageRows);
 #ifdef MK_TRACE
         const long long wait_start = clock64();
 #endif
-        page_wait<kRingSlots - 1>(s.ring_full + slot, static_cast<unsigned>(ring.consumed / kRingSlots) & 1u,
-                                  ring_issuer());
+        for (int p = 0; p < pages; ++p) {
+            const int n = ring.consumed + p;
+            page_wait(s.ring_full + n % kRingSlots, static_cast<unsigned>(n / kRingSlots));
+        }
+        page_group_wait(kRingSlots - pages, ring_issuer());
 #ifdef MK_TRACE
         waited += clock64() - wait_start;
 #endif
-        const uint4* page = reinterpret_cast<const uint4*>(s.ring + slot * kPageBytes);
-        float* sums = s.partial + (ring.consumed & 1) * kRingItemsMax;
-        for (int item = warp; item < rows * kParts; item += kWarps) {
-            const int r = item / kParts, part = item - r * kParts;
-            const uint4* w = page + r * kRowChunks + part * kPartChunks;
-            float acc = 0.f;
+        float* sums = s.partial + (ring.groups & 1) * kRingItemsMax;
+        float acc[kItemsPerWarp];
+        const uint4* ring_chunks = reinterpret_cast<const uint4*>(s.ring);
+        int wk[kItemsPerWarp];    // the item's first chunk for this lane, in ring_chunks
+        int colk[kItemsPerWarp];  // the item's first input chunk for this lane
 #pragma unroll
-            for (int i = 0; i < kPartChunks / 32; ++i) {
-                const int col8 = part * kPartChunks + i * 32 + lane;
-                const float4 xlo = reinterpret_cast<const float4*>(x_s)[col8];
-                const float4 xhi = reinterpret_cast<const float4*>(x_s + kVecHalf)[col8];
-                acc += dot8_bf16_f32(w[i * 32 + lane], xlo, xhi);
-            }
-            acc = warp_sum(acc);
-            if (lane == 0) sums[item] = acc;
+        for (int k = 0; k < kItemsPerWarp; ++k) {
+            acc[k] = 0.f;
+            const int item = min(warp + k * kWarps, rows * kParts - 1);  // past the end: a valid dummy
+            const int r = item / kParts, part = item - r * kParts;
+            const int page = r / kPageRows;
+            wk[k] = ((ring.consumed + page) % kRingSlots) * (kPageBytes / 16) + (r - page * kPageRows) * kRowChunks +
+                    part * kPartChunks + lane;
+            colk[k] = part * kPartChunks + lane;
         }
-        __syncthreads();  // the slot is free and the sums complete
-        ++ring.consumed;
-        if (ring_issuer()) ring_issue_next(s, ring);
+        // Chunk-major over the warp's items: their loads and FMAs overlap.
+#pragma unroll 1
+        for (int i = 0; i < kPartChunks / 32; ++i) {
+#pragma unroll
+            for (int k = 0; k < kItemsPerWarp; ++k) {
+                const float4 xlo = reinterpret_cast<const float4*>(x_s)[colk[k] + i * 32];
+                const float4 xhi = reinterpret_cast<const float4*>(x_s + kVecHalf)[colk[k] + i * 32];
+                acc[k] += dot8_bf16_f32(ring_chunks[wk[k] + i * 32], xlo, xhi);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < kItemsPerWarp; ++k) {
+            const int item = warp + k * kWarps;
+            if (item < rows * kParts) {  // uniform per warp
+                const float total = warp_sum(acc[k]);
+                if (lane == 0) sums[item] = total;
+            }
+        }
+        __syncthreads();  // the group's slots are free and the sums complete
+        ring.consumed += pages;
+        ++ring.groups;
+        if (ring_issuer()) {
+            for (int p = 0; p < pages; ++p) ring_issue_next(s, ring);
+        }
         for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
             float v[kRowsPerOut];
 #pragma unroll
             for (int q = 0; q < kRowsPerOut; ++q) {
-                float acc = 0.f;
+                float total = 0.f;
 #pragma unroll
-                for (int part = 0; part < kParts; ++part) acc += sums[(o * kRowsPerOut + q) * kParts + part];
-                v[q] = acc;
+                for (int part = 0; part < kParts; ++part) total += sums[(o * kRowsPerOut + q) * kParts + part];
+                v[q] = total;
             }
             epilogue_sum += epilogue(slice.x + r0 + o * kRowsPerOut, v);
         }
@@ -774,14 +808,20 @@ struct PlainIO {
     __device__ __forceinline__ void store(float* p, float v) const { *p = v; }
 };
 
-// The LL twin of the fp32 buffer `base`: element i of base travels as words[i] with `flag`.
+// The LL twin of an fp32 buffer: element i of `base` travels as words[i] with `flag`. The word of
+// float p is at 2 * p + delta (8-byte words for 4-byte floats), one 64-bit value instead of two
+// pointers (registers are scarce in the attention unit).
 struct LLIO {
     static constexpr bool kLL = true;
-    const float* base;
-    unsigned long long* words;
+    long long delta;
     unsigned flag;
-    __device__ __forceinline__ float load(const float* p) const { return ll_load(words + (p - base), flag); }
-    __device__ __forceinline__ void store(float* p, float v) const { ll_store(words + (p - base), v, flag); }
+    __device__ __forceinline__ LLIO(const float* base, unsigned long long* words, unsigned flag_)
+        : delta(reinterpret_cast<long long>(words) - 2 * reinterpret_cast<long long>(base)), flag(flag_) {}
+    __device__ __forceinline__ unsigned long long* word(const float* p) const {
+        return reinterpret_cast<unsigned long long*>(2 * reinterpret_cast<long long>(p) + delta);
+    }
+    __device__ __forceinline__ float load(const float* p) const { return ll_load(word(p), flag); }
+    __device__ __forceinline__ void store(float* p, float v) const { ll_store(word(p), v, flag); }
 };
 
 // The dataflow variant's LL buffer (MegakernelParams::ll): the residual stream, q/k/v, the
@@ -1422,41 +1462,52 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
 // before it finishes), attention loading K/V before its queries, and each block's residual rows
 // kept in shared memory (the O and down epilogues of a block update the same rows, so they need
 // not read them back from L2).
+// Polling LL words from every thread of every block would flood L2 with reloads while the producers
+// are still at work (measured: the GEMVs beside such polls slowed by up to 70%). So one warp per
+// block first waits for a few probe words, at most one per producer, written last or nearly last;
+// then every thread loads its words once, and only a word still stale is polled on its own.
+// `probe(i)` is the index of probe i of `count`, in `words`.
+template <class Probe>
+__device__ __forceinline__ void ll_wait_probes(const unsigned long long* words, int count, unsigned flag, Probe probe) {
+    if (threadIdx.x < 32) {
+        for (int i = threadIdx.x; i < count; i += 32) (void)ll_load(words + probe(i), flag);
+    }
+    __syncthreads();
+}
+
 // RMSNorm of the residual stream into s.vec (vec_slot order), read as LL words of `flag`: every
-// residual row and every block's sum of squares (the dataflow variant's rmsnorm_into_vec).
+// residual row and every block's sum of squares (the dataflow variant's rmsnorm_into_vec). The
+// sums of squares, one per block written after its rows, are the probes.
 __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, const bf16_t* weight, const Shared& s) {
     constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
-    unsigned long long w[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-        const int i = threadIdx.x + j * kThreads;
-        if (i < kHidden) w[j] = ll_load_word(ll.residual + i);
-    }
     if (threadIdx.x < 32) {
         float total = 0.f;
         for (int i = threadIdx.x; i < static_cast<int>(gridDim.x); i += 32) total += ll_load(ll.sumsq + i, flag);
         total = warp_sum(total);
         if (threadIdx.x == 0) s.misc[0] = total;
     }
-    float x[kPer];
+    __syncthreads();
+    unsigned long long w[kPer];
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
-        x[j] = i < kHidden ? ll_value(ll.residual + i, w[j], flag) : 0.f;
+        if (i < kHidden) w[j] = ll_load_word(ll.residual + i);
     }
-    __syncthreads();
     const float inv_rms = 1.0f / sqrtf(s.misc[0] / static_cast<float>(kHidden) + kRmsEps);
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
-        if (i < kHidden) s.vec[vec_slot(i)] = x[j] * inv_rms * bf16_to_float(weight[i]);
+        if (i < kHidden) s.vec[vec_slot(i)] = ll_value(ll.residual + i, w[j], flag) * inv_rms * bf16_to_float(weight[i]);
     }
     __syncthreads();
 }
 
-// load_vector_to_shared for LL words of `flag`: all of a thread's loads are issued before it waits.
-template <int kN>
-__device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* src, unsigned flag, float* vec) {
+// load_vector_to_shared for LL words of `flag`, after its probes: all of a thread's loads are issued
+// before it waits.
+template <int kN, class Probe>
+__device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* src, unsigned flag, float* vec,
+                                                    int probes, Probe probe) {
+    ll_wait_probes(src, probes, flag, probe);
     constexpr int kPer = (kN + kThreads - 1) / kThreads;
     unsigned long long w[kPer];
 #pragma unroll
@@ -1487,7 +1538,6 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     const int nb = gridDim.x, b = blockIdx.x;
     const AttentionSplit split = attention_split(position + 1, nb / kKVHeads);
     const int attention_units = kKVHeads * split.units;
-    const LLBuffers ll = ll_buffers(P);
     // Read before this block produces anything; block 0 advances it at its very end, which it
     // reaches only after every block's residual rows (so after every block has read it).
     const unsigned launch = T::dataflow ? load_volatile_u32(P.counters + kLaunchSlot) : 0u;
@@ -1499,7 +1549,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // Weights: the register stream (stream) or the shared-memory ring (ring); either way layer 0's
     // QKV weights are in flight from here on.
     uint4 w[kStreamDepth];
-    Ring ring{0, 0, 0, 0};
+    Ring ring{0, 0, 0, 0, 0};
     if constexpr (T::ring) {
         ring = ring_start(P, s);
     } else {
@@ -1531,7 +1581,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     int layer = 0;  // the epilogues below read it
     auto store_qkv = [&](int row, const float* v) {
         if constexpr (T::dataflow) {
-            ll_store(ll.qkv + row, v[0], flag(layer, kLLQkv));
+            ll_store(ll_buffers(P).qkv + row, v[0], flag(layer, kLLQkv));
         } else {
             P.qkv[row] = v[0];
         }
@@ -1541,7 +1591,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         const float x = s.own[row] + v[0];
         s.own[row] = x;
         if constexpr (T::dataflow) {
-            ll_store(ll.residual + row, x, flag(layer, phase));
+            ll_store(ll_buffers(P).residual + row, x, flag(layer, phase));
         } else {
             P.residual[row] = x;
         }
@@ -1553,7 +1603,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         const float gate = v[0], up = v[1];
         const float a = gate / (1.0f + expf(-gate)) * up;
         if constexpr (T::dataflow) {
-            ll_store(ll.act + (row >> 1), a, flag(layer, kLLAct));
+            ll_store(ll_buffers(P).act + (row >> 1), a, flag(layer, kLLAct));
         } else {
             P.act[row >> 1] = a;
         }
@@ -1563,7 +1613,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto publish = [&](float sq, int nrows, int phase) {
         if constexpr (T::dataflow) {
             const float total = nrows <= 32 ? (threadIdx.x < 32 ? warp_sum(sq) : 0.f) : block_sum<kThreads>(sq, s.misc);
-            if (threadIdx.x == 0) ll_store(ll.sumsq + b, total, flag(layer, phase));
+            if (threadIdx.x == 0) ll_store(ll_buffers(P).sumsq + b, total, flag(layer, phase));
         } else {
             publish_sumsq(P, sq, nrows, s.misc);
         }
@@ -1572,7 +1622,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto rmsnorm = [&](bool from_embedding, const bf16_t* weight, int from_layer, int phase) {
         if constexpr (T::dataflow) {
             if (!from_embedding) {
-                rmsnorm_ll(ll, flag(from_layer, phase), weight, s);
+                rmsnorm_ll(ll_buffers(P), flag(from_layer, phase), weight, s);
                 return;
             }
         }
@@ -1595,8 +1645,8 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         for (int u = b; u < attention_units; u += nb) {
             const int g = u / split.units, unit = u % split.units;
             if constexpr (T::dataflow) {
-                const LLIO in{P.qkv, ll.qkv, flag(layer, kLLQkv)};
-                const LLIO out{P.attn_out, ll.attn_out, flag(layer, kLLAttnOut)};
+                const LLIO in{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)};
+                const LLIO out{P.attn_out, ll_buffers(P).attn_out, flag(layer, kLLAttnOut)};
                 if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
                     attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out);
                 else
@@ -1614,7 +1664,10 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
 
         // O-projection + residual, publishing the next RMSNorm's partial sums of squares.
         if constexpr (T::dataflow) {
-            ll_vector_to_shared<kQDim>(ll.attn_out, flag(layer, kLLAttnOut), s.vec);
+            // Probes: the last output of each kv head's group of q heads (the unit or the combine
+            // that writes it writes the whole group).
+            ll_vector_to_shared<kQDim>(ll_buffers(P).attn_out, flag(layer, kLLAttnOut), s.vec, kKVHeads,
+                                       [](int g) { return (g + 1) * kGqa * kHeadDim - 1; });
         } else {
             load_vector_to_shared(P.attn_out, kQDim, s.vec);
         }
@@ -1637,7 +1690,10 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
 
         // Down projection + residual.
         if constexpr (T::dataflow) {
-            ll_vector_to_shared<kInter>(ll.act, flag(layer, kLLAct), s.vec);
+            // Probes: the last activation of each block's slice.
+            ll_vector_to_shared<kInter>(ll_buffers(P).act, flag(layer, kLLAct), s.vec, nb, [nb](int i) {
+                return static_cast<int>(static_cast<long long>(kInter) * (i + 1) / nb) - 1;
+            });
         } else {
             load_vector_to_shared(P.act, kInter, s.vec);
         }

@@ -138,7 +138,9 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
 
 // Once per launch, by one thread, before any copy: the slots' barriers (arrival count 1).
 __device__ __forceinline__ void page_barrier_init(unsigned long long* bar) {
-#if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(MK_EMULATE)
+    *bar = 0;  // the emulator counts the copies into the slot
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
 #else
     (void)bar;
@@ -156,8 +158,10 @@ __device__ __forceinline__ void page_barrier_init_fence() {
 // from global src into shared dst, completing on `bar`.
 __device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
 #if defined(MK_EMULATE)
-    (void)bar;
-    if ((threadIdx.x & 31) == 0) memcpy(dst, src, bytes);
+    if ((threadIdx.x & 31) == 0) {
+        memcpy(dst, src, bytes);
+        ++*bar;
+    }
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if ((threadIdx.x & 31) == 0) {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
@@ -184,17 +188,14 @@ __device__ __forceinline__ void page_copy_none() {
 #endif
 }
 
-// Every thread of the block: until the page in `bar`'s slot, use number `parity` (mod 2), has
-// landed. kInFlight: pages issued after it (before sm_90: commit groups the issuing warp may leave
-// pending). `issuer` is true in the issuing warp.
-template <int kInFlight>
-__device__ __forceinline__ void page_wait(unsigned long long* bar, unsigned parity, bool issuer) {
+// Every thread of the block, for each page of a group: until the page in `bar`'s slot, its use
+// number `use` (the mbarrier phase parity is use mod 2), has landed (sm_90; before sm_90
+// page_group_wait does the waiting; the emulator waits until that copy has been issued).
+__device__ __forceinline__ void page_wait(unsigned long long* bar, unsigned use) {
 #if defined(MK_EMULATE)
-    (void)bar;
-    (void)parity;
-    (void)issuer;
+    while (*reinterpret_cast<volatile unsigned long long*>(bar) <= use) emu_yield();
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    (void)issuer;
+    const unsigned parity = use & 1u;
     asm volatile(
         "{\n\t.reg .pred done;\n"
         "WAIT:\n\t"
@@ -204,9 +205,28 @@ __device__ __forceinline__ void page_wait(unsigned long long* bar, unsigned pari
         : "memory");
 #else
     (void)bar;
-    (void)parity;
-    if (issuer) asm volatile("cp.async.wait_group %0;" ::"n"(kInFlight) : "memory");
+    (void)use;
+#endif
+}
+
+// Every thread of the block, after page_wait for each page of a group: before sm_90, the issuing
+// warp waits until at most `pending` of its commit groups (the pages issued after the group) are
+// outstanding, then the block syncs. Nothing to do on sm_90 or in the emulator.
+__device__ __forceinline__ void page_group_wait(int pending, bool issuer) {
+#if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    if (issuer) {
+        switch (pending) {  // wait_group takes an immediate
+            case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+            case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+            case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+            case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+            default: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+        }
+    }
     __syncthreads();
+#else
+    (void)pending;
+    (void)issuer;
 #endif
 }
 
