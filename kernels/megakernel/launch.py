@@ -16,6 +16,7 @@ from kernels.megakernel.family import COMPILE_OPTIONS, GRID_SYNC_NAME_EXPRESSION
 from kernels.megakernel.layout import THREADS, DecodeBuffers, shared_bytes, trace_stride
 
 GRID_SYNC_MODES = ("cooperative_groups", "subset_barrier")  # grid_sync_loop<0>, <1>
+DATAFLOW_MAX_BLOCKS = 160  # 32 x kMaxProbesPerLane in megakernel.cu
 
 
 def kernel_name(variant: str) -> str:
@@ -23,15 +24,17 @@ def kernel_name(variant: str) -> str:
     return f"megakernel_decode<{VARIANTS.index(variant)}>"
 
 
-def decode_module(config: ModelConfig, own_grid_barrier: bool = False, trace: bool = False) -> Any:
+def decode_module(config: ModelConfig, own_grid_barrier: bool = False, trace: bool = False,
+                  defines: tuple[str, ...] = ()) -> Any:
     """The compiled ``cupy.RawModule`` holding every variant for this model shape. With
     ``own_grid_barrier`` the phases synchronise with mk::subset_barrier over the whole grid instead
     of cooperative_groups' grid.sync() (same scheme, no cooperative_groups headers needed). With
-    ``trace`` the stream and ring variants record phase timestamps in ``mk_trace`` (trace.py)."""
+    ``trace`` the stream and ring variants record phase timestamps in ``mk_trace`` (trace.py).
+    ``defines`` (``"NAME=VALUE"``) override the source's tuning macros, e.g. MK_RING_PACED_IN_FLIGHT."""
     from pytest_gpuperf.compile import load_module
 
     options = COMPILE_OPTIONS + config.compile_defines() + (("-DMK_OWN_GRID_BARRIER",) if own_grid_barrier else ())
-    options += ("-DMK_TRACE",) if trace else ()
+    options += (("-DMK_TRACE",) if trace else ()) + tuple(f"-D{d}" for d in defines)
     return load_module(SOURCES[0], options=options, name_expressions=tuple(kernel_name(v) for v in VARIANTS))
 
 
@@ -60,11 +63,14 @@ class Megakernel:
     ``grid_blocks`` defaults to one block per multiprocessor (the kernel's register budget allows
     one 512-thread block per SM); any count from ``kv_heads`` up to the co-resident maximum works.
     ``own_grid_barrier`` swaps cooperative_groups' grid.sync() for the kernel's own barrier;
-    ``trace`` builds the phase-timing diagnostics in (``trace_cycles``).
+    ``trace`` builds the phase-timing diagnostics in (``trace_cycles``); ``defines`` are passed to
+    ``decode_module``. The dataflow variant gathers one probe per block in one warp (at most
+    DATAFLOW_MAX_BLOCKS) and needs every block to own a residual row (at most ``hidden`` blocks).
     """
 
     def __init__(self, config: ModelConfig, weights: Mapping[str, np.ndarray], *, max_seq: int,
-                 grid_blocks: int | None = None, own_grid_barrier: bool = False, trace: bool = False):
+                 grid_blocks: int | None = None, own_grid_barrier: bool = False, trace: bool = False,
+                 defines: tuple[str, ...] = ()):
         import cupy
 
         if max_seq < 1:
@@ -73,7 +79,7 @@ class Megakernel:
         self.max_seq = max_seq
         self.shared_bytes = shared_bytes(config)
         self.variant_shared_bytes = {v: shared_bytes(config, ring=v in RING_VARIANTS) for v in VARIANTS}
-        module = decode_module(config, own_grid_barrier, trace)
+        module = decode_module(config, own_grid_barrier, trace, defines)
         self._module = module
         self._functions = {v: module.get_function(kernel_name(v)).kernel for v in VARIANTS}
         optin = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
@@ -133,6 +139,9 @@ class Megakernel:
     # ---- launching ------------------------------------------------------------------------
     def _check(self, variant: str, token: int, position: int) -> None:
         _check_variant(variant)
+        if variant == "dataflow" and self.grid_blocks > min(DATAFLOW_MAX_BLOCKS, self.config.hidden):
+            raise ValueError(f"dataflow runs on at most {min(DATAFLOW_MAX_BLOCKS, self.config.hidden)} blocks "
+                             f"(kMaxProbesPerLane x 32, and one residual row per block); grid_blocks={self.grid_blocks}")
         if not 0 <= token < self.config.vocab:
             raise ValueError(f"token must be in [0, {self.config.vocab}), got {token}")
         if not 0 <= position < self.max_seq:

@@ -651,6 +651,7 @@ __device__ __forceinline__ int ring_segment_rows_per_out(int seg) { return seg <
 struct Ring {
     int consumed;  // pages consumed (the next one to consume sits in slot consumed % kRingSlots)
     int groups;    // page groups consumed (their sums alternate between two buffers)
+    int landed;    // pages known to have landed (issuing warp; paced rings only)
     int issued;    // pages issued (issuing warp)
     int next_seg;  // the next page to issue: rows from next_row of segment next_seg (issuing warp)
     int next_row;
@@ -682,7 +683,33 @@ __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
     ++ring.issued;
 }
 
-// The block's segment table and the slots' barriers, then the first kRingSlots pages in flight.
+// Paced rings (dataflow): at most kRingPacedInFlight pages in flight per block while layers run.
+// Weight copies and the exchanges between blocks share the memory system's queues: with up to
+// 160 KB per SM requested at once (all free slots refilled after a GEMV), every exchange that
+// followed waited for that burst to drain (the trace: grid barriers 1 us idle, 2.5-4 us after a
+// burst; LL exchanges alike). So a paced ring issues one page at a time, whenever fewer than
+// kRingPacedInFlight are still landing, from the places where a block waits for other blocks
+// (ring_pump); in the LM head, after the last exchange, it refills every free slot.
+#ifndef MK_RING_PACED_IN_FLIGHT
+#define MK_RING_PACED_IN_FLIGHT 1
+#endif
+constexpr int kRingPacedInFlight = MK_RING_PACED_IN_FLIGHT;
+static_assert(kRingPacedInFlight >= 1 && kRingPacedInFlight <= kRingSlots, "pages in flight: 1 .. kRingSlots");
+
+// The issuing warp, in a paced ring: issue the next page if a slot is free and fewer than
+// `max_in_flight` issued pages are still landing.
+__device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_in_flight) {
+    while (ring.landed < ring.issued &&
+           page_landed(s.ring_full + ring.landed % kRingSlots, static_cast<unsigned>(ring.landed / kRingSlots)))
+        ++ring.landed;
+    if (ring.issued - ring.landed < max_in_flight && ring.issued < ring.consumed + kRingSlots &&
+        ring.next_seg < kStreamSegments)
+        ring_issue_next(s, ring);
+}
+
+// The block's segment table and the slots' barriers, then the first pages in flight: kRingSlots,
+// or in a paced ring kRingPacedInFlight.
+template <bool kPaced = false>
 __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s) {
     for (int i = threadIdx.x; i < kStreamSegments; i += kThreads) {
         const StreamSlice x = stream_slice(P, i);
@@ -694,9 +721,9 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
         page_barrier_init_fence();
     }
     __syncthreads();
-    Ring ring{0, 0, 0, 0, 0};
+    Ring ring{0, 0, 0, 0, 0, 0};
     if (ring_issuer()) {
-        for (int i = 0; i < kRingSlots; ++i) ring_issue_next(s, ring);
+        for (int i = 0; i < (kPaced ? kRingPacedInFlight : kRingSlots); ++i) ring_issue_next(s, ring);
     }
     return ring;
 }
@@ -708,7 +735,10 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
 // independent items per warp, unrolled so their loads and reductions overlap), one block barrier,
 // then the freed slots are refilled while the epilogue runs on the group's outputs. The items'
 // sums alternate between two halves of s.partial, so that one barrier per group suffices.
-template <int kK, int kRowsPerOut, typename Epilogue>
+// Paced (dataflow): a group's pages not yet issued are issued before waiting for them, and each
+// group issues at most one more page (ring_pump); in the LM head (no exchange follows) every free
+// slot is refilled as in the unpaced ring.
+template <int kK, int kRowsPerOut, bool kPaced = false, typename Epilogue>
 __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s,
                                            const Shared& s, Epilogue epilogue) {
     constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut);
@@ -726,6 +756,9 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     for (int r0 = 0; r0 < slice.y; r0 += kRingGroup * kPageRows) {
         const int rows = min(kRingGroup * kPageRows, slice.y - r0);
         const int pages = ceil_div(rows, kPageRows);
+        if (kPaced && ring_issuer()) {
+            while (ring.issued < ring.consumed + pages) ring_issue_next(s, ring);
+        }
 #ifdef MK_TRACE
         const long long wait_start = clock64();
 #endif
@@ -733,7 +766,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
             const int n = ring.consumed + p;
             page_wait(s.ring_full + n % kRingSlots, static_cast<unsigned>(n / kRingSlots));
         }
-        page_group_wait(kRingSlots - pages, ring_issuer());
+        page_group_wait(kPaced ? 0 : kRingSlots - pages, ring_issuer());  // paced: no placeholder groups
 #ifdef MK_TRACE
         waited += clock64() - wait_start;
 #endif
@@ -774,7 +807,13 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
         ring.consumed += pages;
         ++ring.groups;
         if (ring_issuer()) {
-            for (int p = 0; p < pages; ++p) ring_issue_next(s, ring);
+            if (!kPaced) {
+                for (int p = 0; p < pages; ++p) ring_issue_next(s, ring);
+            } else if (seg == 4 * kLayers) {
+                while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments) ring_issue_next(s, ring);
+            } else {
+                ring_pump(s, ring, kRingPacedInFlight);
+            }
         }
         for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
             float v[kRowsPerOut];
@@ -1464,27 +1503,55 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
 // not read them back from L2).
 // Polling LL words from every thread of every block would flood L2 with reloads while the producers
 // are still at work (measured: the GEMVs beside such polls slowed by up to 70%). So one warp per
-// block first waits for a few probe words, at most one per producer, written last or nearly last;
-// then every thread loads its words once, and only a word still stale is polled on its own.
-// `probe(i)` is the index of probe i of `count`, in `words`.
-template <class Probe>
-__device__ __forceinline__ void ll_wait_probes(const unsigned long long* words, int count, unsigned flag, Probe probe) {
-    if (threadIdx.x < 32) {
-        for (int i = threadIdx.x; i < count; i += 32) (void)ll_load(words + probe(i), flag);
+// block, the ring's issuing warp, first gathers a few probe words, at most one per producer,
+// written last or nearly last, and keeps the weight ring paced while it waits (`pump`); then every
+// thread loads its words once, and only a word still stale is polled on its own. Returns the sum
+// of the probes' values in lane 0 .. 31 (each lane its share). `index(i)`: the word of probe i.
+constexpr int kMaxProbesPerLane = 5;  // probes: at most one per block, so grids of up to 160 blocks
+
+template <class Index, class Pump>
+__device__ __forceinline__ float ll_gather_probes(const unsigned long long* words, int count, unsigned flag,
+                                                  Index index, Pump pump) {
+    const int lane = threadIdx.x & 31;
+    unsigned long long w[kMaxProbesPerLane];
+#pragma unroll
+    for (int k = 0; k < kMaxProbesPerLane; ++k) {
+        const int i = lane + 32 * k;
+        w[k] = i < count ? ll_load_word(words + index(i)) : 0ull;
     }
-    __syncthreads();
+    for (;;) {
+        bool ready = true;
+#pragma unroll
+        for (int k = 0; k < kMaxProbesPerLane; ++k) {
+            const int i = lane + 32 * k;
+            if (i < count && static_cast<unsigned>(w[k] >> 32) != flag) {
+                w[k] = ll_load_word(words + index(i));
+                ready = ready && static_cast<unsigned>(w[k] >> 32) == flag;
+            }
+        }
+        if (warp_all(ready)) break;
+        pump();  // uniform over the warp: every lane keeps the same ring state
+        backoff();
+    }
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < kMaxProbesPerLane; ++k) {
+        if (lane + 32 * k < count) sum += __uint_as_float(static_cast<unsigned>(w[k]));
+    }
+    return sum;
 }
 
 // RMSNorm of the residual stream into s.vec (vec_slot order), read as LL words of `flag`: every
-// residual row and every block's sum of squares (the dataflow variant's rmsnorm_into_vec). The
-// sums of squares, one per block written after its rows, are the probes.
-__device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, const bf16_t* weight, const Shared& s) {
+// block's sum of squares (the probes: each block writes it after its rows), then every residual
+// row (the dataflow variant's rmsnorm_into_vec).
+template <class Pump>
+__device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, const bf16_t* weight, const Shared& s,
+                                           Pump pump) {
     constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
-    if (threadIdx.x < 32) {
-        float total = 0.f;
-        for (int i = threadIdx.x; i < static_cast<int>(gridDim.x); i += 32) total += ll_load(ll.sumsq + i, flag);
-        total = warp_sum(total);
-        if (threadIdx.x == 0) s.misc[0] = total;
+    if (ring_issuer()) {
+        const float total = warp_sum(ll_gather_probes(ll.sumsq, static_cast<int>(gridDim.x), flag,
+                                                      [](int i) { return i; }, pump));
+        if ((threadIdx.x & 31) == 0) s.misc[0] = total;
     }
     __syncthreads();
     unsigned long long w[kPer];
@@ -1504,10 +1571,11 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
 
 // load_vector_to_shared for LL words of `flag`, after its probes: all of a thread's loads are issued
 // before it waits.
-template <int kN, class Probe>
+template <int kN, class Index, class Pump>
 __device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* src, unsigned flag, float* vec,
-                                                    int probes, Probe probe) {
-    ll_wait_probes(src, probes, flag, probe);
+                                                    int probes, Index probe, Pump pump) {
+    if (ring_issuer()) (void)ll_gather_probes(src, probes, flag, probe, pump);
+    __syncthreads();
     constexpr int kPer = (kN + kThreads - 1) / kThreads;
     unsigned long long w[kPer];
 #pragma unroll
@@ -1549,9 +1617,9 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // Weights: the register stream (stream) or the shared-memory ring (ring); either way layer 0's
     // QKV weights are in flight from here on.
     uint4 w[kStreamDepth];
-    Ring ring{0, 0, 0, 0, 0};
+    Ring ring{0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
-        ring = ring_start(P, s);
+        ring = ring_start<T::dataflow>(P, s);
     } else {
         stream_start(P, s, w);
     }
@@ -1559,10 +1627,14 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto gemv = [&](auto k_tag, auto rows_per_out_tag, int seg, auto epilogue) -> float {
         constexpr int kK = decltype(k_tag)::value, kRowsPerOut = decltype(rows_per_out_tag)::value;
         if constexpr (T::ring) {
-            return ring_gemv<kK, kRowsPerOut>(ring, seg, s.vec, s, epilogue);
+            return ring_gemv<kK, kRowsPerOut, T::dataflow>(ring, seg, s.vec, s, epilogue);
         } else {
             return stream_gemv<kK, kRowsPerOut>(w, seg, stream_slice(P, seg), s.vec, s, epilogue);
         }
+    };
+    // The issuing warp, while it waits for other blocks (dataflow): the next page if the pace allows.
+    auto pump = [&]() {
+        if constexpr (T::ring) ring_pump(s, ring, kRingPacedInFlight);
     };
     using Hidden = IntTag<kHidden>;
     using QDim = IntTag<kQDim>;
@@ -1622,7 +1694,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto rmsnorm = [&](bool from_embedding, const bf16_t* weight, int from_layer, int phase) {
         if constexpr (T::dataflow) {
             if (!from_embedding) {
-                rmsnorm_ll(ll_buffers(P), flag(from_layer, phase), weight, s);
+                rmsnorm_ll(ll_buffers(P), flag(from_layer, phase), weight, s, pump);
                 return;
             }
         }
@@ -1667,7 +1739,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             // Probes: the last output of each kv head's group of q heads (the unit or the combine
             // that writes it writes the whole group).
             ll_vector_to_shared<kQDim>(ll_buffers(P).attn_out, flag(layer, kLLAttnOut), s.vec, kKVHeads,
-                                       [](int g) { return (g + 1) * kGqa * kHeadDim - 1; });
+                                       [](int g) { return (g + 1) * kGqa * kHeadDim - 1; }, pump);
         } else {
             load_vector_to_shared(P.attn_out, kQDim, s.vec);
         }
@@ -1693,7 +1765,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             // Probes: the last activation of each block's slice.
             ll_vector_to_shared<kInter>(ll_buffers(P).act, flag(layer, kLLAct), s.vec, nb, [nb](int i) {
                 return static_cast<int>(static_cast<long long>(kInter) * (i + 1) / nb) - 1;
-            });
+            }, pump);
         } else {
             load_vector_to_shared(P.act, kInter, s.vec);
         }

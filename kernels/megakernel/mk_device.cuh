@@ -209,6 +209,29 @@ __device__ __forceinline__ void page_wait(unsigned long long* bar, unsigned use)
 #endif
 }
 
+// Whether the copy of use number `use` into `bar`'s slot has landed, without waiting (sm_90 and
+// the emulator; before sm_90 there is no per-page test, and this says yes: the pacing that uses it
+// then only limits by free slots).
+__device__ __forceinline__ bool page_landed(unsigned long long* bar, unsigned use) {
+#if defined(MK_EMULATE)
+    return *reinterpret_cast<volatile unsigned long long*>(bar) > use;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    unsigned done;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(shared_address(bar)), "r"(use & 1u)
+        : "memory");
+    return done != 0u;
+#else
+    (void)bar;
+    (void)use;
+    return true;
+#endif
+}
+
 // Every thread of the block, after page_wait for each page of a group: before sm_90, the issuing
 // warp waits until at most `pending` of its commit groups (the pages issued after the group) are
 // outstanding, then the block syncs. Nothing to do on sm_90 or in the emulator.
@@ -241,6 +264,17 @@ __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
     return v;
+}
+
+// Whether `pred` holds in every lane of the warp (all 32 lanes call it).
+__device__ __forceinline__ bool warp_all(bool pred) {
+#ifdef MK_EMULATE
+    int v = pred ? 1 : 0;
+    for (int offset = 16; offset > 0; offset >>= 1) v &= __shfl_xor_sync(kFullMask, v, offset);
+    return v != 0;
+#else
+    return __all_sync(kFullMask, pred);
+#endif
 }
 
 // Sum over each group of 16 consecutive lanes (the xor offsets stay inside the half-warp).

@@ -256,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, nargs="+", default=list(PERF_POSITIONS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-hf", action="store_true", help="do not build the transformers peer")
+    parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a tuning macro of megakernel.cu (repeatable)")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS),
                         help="variants to check and time (default: all; speedups are against the first)")
     args = parser.parse_args(argv)
@@ -272,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     weights = make_weights(config, args.seed)
     k, v = random_kv_cache(config, MAX_SEQ, args.seed + 1)
-    mk = Megakernel(config, weights, max_seq=MAX_SEQ)
+    mk = Megakernel(config, weights, max_seq=MAX_SEQ, defines=tuple(args.define))
+    out["defines"] = list(args.define)
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     out["device"] = {"name": props["name"].decode(), "sm_count": props["multiProcessorCount"],
                      "grid_blocks": mk.grid_blocks, "max_grid_blocks": mk.max_grid_blocks,

@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", default=["fused_ring"])
     parser.add_argument("--positions", type=int, nargs="+", default=[1, 200])
     parser.add_argument("--out", default=None, help="JSON file for the tables")
+    parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a tuning macro of megakernel.cu (repeatable)")
     args = parser.parse_args(argv)
 
     import cupy
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from kernels.megakernel.launch import Megakernel
 
     config = QWEN3_0_6B
-    mk = Megakernel(config, make_weights(config, 0), max_seq=MAX_SEQ, trace=True)
+    mk = Megakernel(config, make_weights(config, 0), max_seq=MAX_SEQ, trace=True, defines=tuple(args.define))
     mk.set_kv_cache(*random_kv_cache(config, MAX_SEQ, 1))
     out: dict[str, Any] = {"tables": []}
     for variant in args.variants:
