@@ -691,7 +691,7 @@ __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
 // kRingPacedInFlight are still landing, from the places where a block waits for other blocks
 // (ring_pump); in the LM head, after the last exchange, it refills every free slot.
 #ifndef MK_RING_PACED_IN_FLIGHT
-#define MK_RING_PACED_IN_FLIGHT 1
+#define MK_RING_PACED_IN_FLIGHT 2
 #endif
 constexpr int kRingPacedInFlight = MK_RING_PACED_IN_FLIGHT;
 static_assert(kRingPacedInFlight >= 1 && kRingPacedInFlight <= kRingSlots, "pages in flight: 1 .. kRingSlots");
@@ -745,7 +745,8 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     constexpr int kParts = ring_parts(kK, kRowsPerOut);
     constexpr int kPartChunks = kK / 8 / kParts;  // 16-byte chunks per item, a multiple of 32
     constexpr int kRowChunks = kK / 8;
-    constexpr int kItemsPerWarp = ceil_div_constexpr(kRingGroup * kPageRows * kParts, kWarps);
+    constexpr int kWarpsPerPart = kWarps / kParts;
+    constexpr int kRowsPerWarp = ceil_div_constexpr(kRingGroup * kPageRows, kWarpsPerPart);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int2 slice = s.ring_rows[seg];  // first row, rows
     float epilogue_sum = 0.f;
@@ -771,36 +772,39 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
         waited += clock64() - wait_start;
 #endif
         float* sums = s.partial + (ring.groups & 1) * kRingItemsMax;
-        float acc[kItemsPerWarp];
-        const uint4* ring_chunks = reinterpret_cast<const uint4*>(s.ring);
-        int wk[kItemsPerWarp];    // the item's first chunk for this lane, in ring_chunks
-        int colk[kItemsPerWarp];  // the item's first input chunk for this lane
+        // Warp w takes part w / kWarpsPerPart of rows w % kWarpsPerPart, + kWarpsPerPart, ...: all
+        // rows of a warp share their input chunks, so each chunk of x is read from shared memory
+        // once per warp and row batch, not once per row (x is fp32, twice the weights' bytes).
+        const int part = warp / kWarpsPerPart, slot_row = warp - part * kWarpsPerPart;
+        float acc[kRowsPerWarp];
+        int wk[kRowsPerWarp];  // the row's first chunk of this warp's part for this lane, in ring_chunks
 #pragma unroll
-        for (int k = 0; k < kItemsPerWarp; ++k) {
-            acc[k] = 0.f;
-            const int item = min(warp + k * kWarps, rows * kParts - 1);  // past the end: a valid dummy
-            const int r = item / kParts, part = item - r * kParts;
+        for (int j = 0; j < kRowsPerWarp; ++j) {
+            acc[j] = 0.f;
+            const int r = min(slot_row + j * kWarpsPerPart, rows - 1);
             const int page = r / kPageRows;
-            wk[k] = ((ring.consumed + page) % kRingSlots) * (kPageBytes / 16) + (r - page * kPageRows) * kRowChunks +
+            wk[j] = ((ring.consumed + page) % kRingSlots) * (kPageBytes / 16) + (r - page * kPageRows) * kRowChunks +
                     part * kPartChunks + lane;
-            colk[k] = part * kPartChunks + lane;
         }
-        // Chunk-major over the warp's items: their loads and FMAs overlap.
-#pragma unroll 1
-        for (int i = 0; i < kPartChunks / 32; ++i) {
+        if (part < kParts) {  // uniform per warp
+            const uint4* ring_chunks = reinterpret_cast<const uint4*>(s.ring);
+            const int col0 = part * kPartChunks + lane;
+#pragma unroll 2
+            for (int i = 0; i < kPartChunks / 32; ++i) {
+                const float4 xlo = reinterpret_cast<const float4*>(x_s)[col0 + i * 32];
+                const float4 xhi = reinterpret_cast<const float4*>(x_s + kVecHalf)[col0 + i * 32];
 #pragma unroll
-            for (int k = 0; k < kItemsPerWarp; ++k) {
-                const float4 xlo = reinterpret_cast<const float4*>(x_s)[colk[k] + i * 32];
-                const float4 xhi = reinterpret_cast<const float4*>(x_s + kVecHalf)[colk[k] + i * 32];
-                acc[k] += dot8_bf16_f32(ring_chunks[wk[k] + i * 32], xlo, xhi);
+                for (int j = 0; j < kRowsPerWarp; ++j) {
+                    if (slot_row + j * kWarpsPerPart < rows) acc[j] += dot8_bf16_f32(ring_chunks[wk[j] + i * 32], xlo, xhi);
+                }
             }
-        }
 #pragma unroll
-        for (int k = 0; k < kItemsPerWarp; ++k) {
-            const int item = warp + k * kWarps;
-            if (item < rows * kParts) {  // uniform per warp
-                const float total = warp_sum(acc[k]);
-                if (lane == 0) sums[item] = total;
+            for (int j = 0; j < kRowsPerWarp; ++j) {
+                const int r = slot_row + j * kWarpsPerPart;
+                if (r < rows) {  // uniform per warp
+                    const float total = warp_sum(acc[j]);
+                    if (lane == 0) sums[r * kParts + part] = total;
+                }
             }
         }
         __syncthreads();  // the group's slots are free and the sums complete
