@@ -25,16 +25,17 @@ def kernel_name(variant: str) -> str:
 
 
 def decode_module(config: ModelConfig, own_grid_barrier: bool = False, trace: bool = False,
-                  defines: tuple[str, ...] = ()) -> Any:
+                  defines: tuple[str, ...] = (), options: tuple[str, ...] = ()) -> Any:
     """The compiled ``cupy.RawModule`` holding every variant for this model shape. With
     ``own_grid_barrier`` the phases synchronise with mk::subset_barrier over the whole grid instead
     of cooperative_groups' grid.sync() (same scheme, no cooperative_groups headers needed). With
     ``trace`` the stream and ring variants record phase timestamps in ``mk_trace`` (trace.py).
-    ``defines`` (``"NAME=VALUE"``) override the source's tuning macros, e.g. MK_RING_PACED_IN_FLIGHT."""
+    ``defines`` (``"NAME=VALUE"``) override the source's tuning macros, e.g. MK_RING_PACED_IN_FLIGHT;
+    ``options`` are extra NVRTC options (``-lineinfo`` for a source-level profile)."""
     from pytest_gpuperf.compile import load_module
 
-    options = COMPILE_OPTIONS + config.compile_defines() + (("-DMK_OWN_GRID_BARRIER",) if own_grid_barrier else ())
-    options += (("-DMK_TRACE",) if trace else ()) + tuple(f"-D{d}" for d in defines)
+    options = (COMPILE_OPTIONS + config.compile_defines() + (("-DMK_OWN_GRID_BARRIER",) if own_grid_barrier else ())
+               + (("-DMK_TRACE",) if trace else ()) + tuple(f"-D{d}" for d in defines) + tuple(options))
     return load_module(SOURCES[0], options=options, name_expressions=tuple(kernel_name(v) for v in VARIANTS))
 
 
@@ -70,7 +71,7 @@ class Megakernel:
 
     def __init__(self, config: ModelConfig, weights: Mapping[str, np.ndarray], *, max_seq: int,
                  grid_blocks: int | None = None, own_grid_barrier: bool = False, trace: bool = False,
-                 defines: tuple[str, ...] = ()):
+                 defines: tuple[str, ...] = (), options: tuple[str, ...] = ()):
         import cupy
 
         if max_seq < 1:
@@ -79,7 +80,7 @@ class Megakernel:
         self.max_seq = max_seq
         self.shared_bytes = shared_bytes(config)
         self.variant_shared_bytes = {v: shared_bytes(config, ring=v in RING_VARIANTS) for v in VARIANTS}
-        module = decode_module(config, own_grid_barrier, trace, defines)
+        module = decode_module(config, own_grid_barrier, trace, defines, options)
         self._module = module
         self._functions = {v: module.get_function(kernel_name(v)).kernel for v in VARIANTS}
         optin = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]

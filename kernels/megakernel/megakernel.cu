@@ -1535,7 +1535,7 @@ __device__ __forceinline__ float ll_gather_probes(const unsigned long long* word
         }
         if (warp_all(ready)) break;
         pump();  // uniform over the warp: every lane keeps the same ring state
-        backoff();
+        ll_backoff();
     }
     float sum = 0.f;
 #pragma unroll

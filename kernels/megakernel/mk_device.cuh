@@ -380,10 +380,19 @@ __device__ __forceinline__ unsigned long long ll_load_word(const unsigned long l
 #endif
 }
 
+// Between two polls of an LL word: nothing on the GPU (__nanosleep's granularity is far coarser
+// than the ~1 us an exchange should take, and only one warp per block polls for long); the
+// emulator lets the other fibers run.
+__device__ __forceinline__ void ll_backoff() {
+#ifdef MK_EMULATE
+    emu_yield();
+#endif
+}
+
 // The value of the word at p, given its first load `word`: reloads until it carries `flag`.
 __device__ __forceinline__ float ll_value(const unsigned long long* p, unsigned long long word, unsigned flag) {
     while (static_cast<unsigned>(word >> 32) != flag) {
-        backoff();
+        ll_backoff();
         word = ll_load_word(p);
     }
     return __uint_as_float(static_cast<unsigned>(word));
