@@ -31,7 +31,7 @@ ATTN_MAX_CHUNK = 1024  # kAttnMaxChunk
 PARTIAL_STRIDE = HEAD_DIM + 2
 
 
-TRACE_EVENTS_PER_LAYER = 20  # MK_TRACE_EVENTS_PER_LAYER (mk_device.cuh)
+TRACE_EVENTS_PER_LAYER = 24  # MK_TRACE_EVENTS_PER_LAYER (mk_device.cuh)
 RING_SLOTS = 5         # kRingSlots
 PAGE_BYTES = 32768    # kPageBytes
 
@@ -67,7 +67,7 @@ def trace_stride() -> int:
 
 
 def trace_events(config: ModelConfig) -> int:
-    """Events a step records per block: 20 per layer, then 4 for the final norm and the LM head."""
+    """Events a step records per block: 24 per layer, then 4 for the final norm and the LM head."""
     return TRACE_EVENTS_PER_LAYER * config.layers + 4
 
 

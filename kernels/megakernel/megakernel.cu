@@ -770,6 +770,11 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
         page_group_wait(kPaced ? 0 : kRingSlots - pages, ring_issuer());  // paced: no placeholder groups
 #ifdef MK_TRACE
         waited += clock64() - wait_start;
+        // Sub-phases of the first gate/up group: after its page waits, its dot products, the block
+        // barrier and the epilogue.
+        const bool trace_group = seg < 4 * kLayers && seg % 4 == 2 && r0 == 0;
+        const int trace_ev = (seg / 4) * MK_TRACE_EVENTS_PER_LAYER + 19;
+        if (trace_group) MK_MARK(trace_ev);
 #endif
         float* sums = s.partial + (ring.groups & 1) * kRingItemsMax;
         // Warp w takes part w / kWarpsPerPart of rows w % kWarpsPerPart, + kWarpsPerPart, ...: all
@@ -807,7 +812,13 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
                 }
             }
         }
+#ifdef MK_TRACE
+        if (trace_group) MK_MARK(trace_ev + 1);
+#endif
         __syncthreads();  // the group's slots are free and the sums complete
+#ifdef MK_TRACE
+        if (trace_group) MK_MARK(trace_ev + 2);
+#endif
         ring.consumed += pages;
         ++ring.groups;
         if (ring_issuer()) {
@@ -830,6 +841,9 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
             }
             epilogue_sum += epilogue(slice.x + r0 + o * kRowsPerOut, v);
         }
+#ifdef MK_TRACE
+        if (trace_group) MK_MARK(trace_ev + 3);
+#endif
     }
 #ifdef MK_TRACE
     MK_MARK_VALUE(seg < 4 * kLayers ? (seg / 4) * MK_TRACE_EVENTS_PER_LAYER + 15 + seg % 4

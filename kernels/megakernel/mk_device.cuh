@@ -16,7 +16,7 @@ typedef unsigned short bf16_t;
 
 // Phase timing (diagnostics; kernels/megakernel/trace.py builds with -DMK_TRACE): thread 0 of each
 // block stores clock64() at numbered points of the ring variant's step into mk_trace[block][event].
-#define MK_TRACE_EVENTS_PER_LAYER 20
+#define MK_TRACE_EVENTS_PER_LAYER 24
 #define MK_TRACE_MAX_BLOCKS 1024
 #ifdef MK_TRACE
 extern "C" __device__ long long mk_trace[MK_TRACE_MAX_BLOCKS * (MK_TRACE_EVENTS_PER_LAYER * 64 + 8)];

@@ -5,7 +5,8 @@
 Builds the kernel with -DMK_TRACE: thread 0 of every block stores clock64() at the phase
 boundaries of decode_step_stream (mk_device.cuh MK_MARK) and, in the ring variant, the cycles it
 spent waiting for weight pages. Per phase this prints the median and the maximum over blocks,
-averaged over layers 1..27 (layer 0 warms the ring up), in microseconds at the SM clock the step
+averaged over layers 1..27 (layer 0 warms the ring up; the gate/up sub-phases are the ring
+variants' first gate/up page group), in microseconds at the SM clock the step
 ran at (cycles of the whole step over its event-timed duration). A diagnostic, not a gate: the
 stores themselves cost a little.
 """
@@ -30,6 +31,8 @@ PHASES = (
     ("load attn_out", 5, 6), ("o gemv", 6, 7), ("barrier 3", 7, 8), ("rmsnorm (post)", 8, 9),
     ("gate/up gemv", 9, 10), ("barrier 4", 10, 11), ("load act", 11, 12), ("down gemv", 12, 13),
     ("barrier 5", 13, 14),
+    ("  gate/up group 1: page waits", 9, 19), ("  gate/up group 1: dot products", 19, 20),
+    ("  gate/up group 1: block barrier", 20, 21), ("  gate/up group 1: epilogue", 21, 22),
 )
 WAITS = (("  ring wait qkv", 15), ("  ring wait o", 16), ("  ring wait gate/up", 17), ("  ring wait down", 18))
 
