@@ -1566,18 +1566,18 @@ template <class Pump>
 __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, const bf16_t* weight, const Shared& s,
                                            Pump pump) {
     constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
-    unsigned long long w[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-        const int i = threadIdx.x + j * kThreads;
-        if (i < kHidden) w[j] = ll_load_word(ll.residual + i);  // once, before the wait (see ll_vector_to_shared)
-    }
     if (ring_issuer()) {
         const float total = warp_sum(ll_gather_probes(ll.sumsq, static_cast<int>(gridDim.x), flag,
                                                       [](int i) { return i; }, pump));
         if ((threadIdx.x & 31) == 0) s.misc[0] = total;
     }
     __syncthreads();
+    unsigned long long w[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < kHidden) w[j] = ll_load_word(ll.residual + i);
+    }
     const float inv_rms = 1.0f / sqrtf(s.misc[0] / static_cast<float>(kHidden) + kRmsEps);
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
@@ -1587,12 +1587,13 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
     __syncthreads();
 }
 
-// load_vector_to_shared for LL words of `flag`. Every thread loads its words once before the probe
-// wait, and reloads after it only the ones that were still stale: a block that arrives after its
-// producers (the one on the critical path, typically) then pays one L2 round trip, not two.
+// load_vector_to_shared for LL words of `flag`, after its probes: all of a thread's loads are issued
+// before it waits.
 template <int kN, class Index, class Pump>
 __device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* src, unsigned flag, float* vec,
                                                     int probes, Index probe, Pump pump) {
+    if (ring_issuer()) (void)ll_gather_probes(src, probes, flag, probe, pump);
+    __syncthreads();
     constexpr int kPer = (kN + kThreads - 1) / kThreads;
     unsigned long long w[kPer];
 #pragma unroll
@@ -1600,8 +1601,6 @@ __device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* sr
         const int i = threadIdx.x + j * kThreads;
         if (i < kN) w[j] = ll_load_word(src + i);
     }
-    if (ring_issuer()) (void)ll_gather_probes(src, probes, flag, probe, pump);
-    __syncthreads();
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
