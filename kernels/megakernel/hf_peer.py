@@ -306,8 +306,6 @@ class HFStaticCachePeer:
     def set_step(self, token: int, position: int) -> None:
         """Point the (captured) step at ``token`` decoded at ``position``. Out-of-range values would
         trip a device-side assert in the embedding or the cache's index_copy_, so they are refused."""
-        import torch
-
         if not 0 <= token < self.config.vocab:
             raise ValueError(f"token must be in [0, {self.config.vocab}), got {token}")
         if not 0 <= position < self.max_cache_len:
