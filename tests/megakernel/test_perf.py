@@ -21,7 +21,7 @@ from kernels.megakernel.family import (
     MAX_SEQ,
     MIN_ROOFLINE_FRACTION,
     MIN_SPEEDUP_VS_HF,
-    TARGET_SHORTFALLS,
+    target_shortfall,
     PERF_POSITIONS,
     ROOFLINE_POSITIONS,
     VARIANTS,
@@ -62,9 +62,10 @@ def fastest_candidate(gpu_perf: Any, model: Any, position: int) -> tuple[str, An
     return best, measured[best]
 
 
-def expect_shortfall(request: pytest.FixtureRequest, arch: str, target: str) -> None:
-    """Mark the test strict-xfail where family.TARGET_SHORTFALLS documents that a target is not met."""
-    reason = TARGET_SHORTFALLS.get(arch, {}).get(target)
+def expect_shortfall(request: pytest.FixtureRequest, device: Any, target: str, position: int) -> None:
+    """Mark the test strict-xfail where family.TARGET_SHORTFALLS documents that a target is not met
+    on this GPU model at this position."""
+    reason = target_shortfall(device.arch, device.name, target, position)
     if reason:
         request.applymarker(pytest.mark.xfail(strict=True, raises=(AssertionError,), reason=f"target not met: {reason}"))
 
@@ -95,7 +96,7 @@ def test_variant_speedup(gpu_perf: Any, model: Any, comparison: str, position: i
 def test_best_variant_against_roofline(gpu_perf: Any, model: Any, position: int, request: pytest.FixtureRequest) -> None:
     """Bytes of weights + KV read per token over the measured copy bandwidth, as a fraction of the
     measured time of the fastest candidate (the issue's target: at least 0.5 at positions <= 200)."""
-    expect_shortfall(request, gpu_perf.device.arch, "roofline")
+    expect_shortfall(request, gpu_perf.device, "roofline", position)
     best, m = fastest_candidate(gpu_perf, model, position)
     fraction = m.bandwidth / gpu_perf.copy_bandwidth()
     gpu_perf.record(f"roofline_fraction[{best}]", fraction)
@@ -126,7 +127,7 @@ def hf_peer(gpu: Any, model: Any, full_weights: Any, kv_prefill: tuple[np.ndarra
             ours = cupy.asnumpy(model.step(GATE_CANDIDATES[0], token, position)).copy()
             record = peer_module.cross_check(peer, ours, k, v, token, position)
             if not record["ok"]:
-                known = TARGET_SHORTFALLS.get(gpu.arch, {}).get("hf_peer")
+                known = target_shortfall(gpu.arch, gpu.name, "hf_peer")
                 message = f"the transformers peer is not our model at position {position}: {record}"
                 if known:
                     pytest.xfail(f"{message} (known: {known})")
@@ -145,7 +146,7 @@ def test_speedup_vs_hf_static_cache_graph(gpu_perf: Any, model: Any, hf_peer: An
                                           kv_prefill: tuple[np.ndarray, np.ndarray], position: int,
                                           request: pytest.FixtureRequest) -> None:
     """The issue's target: at least 8x faster than transformers with a static cache in a CUDA graph."""
-    expect_shortfall(request, gpu_perf.device.arch, "hf_speedup")
+    expect_shortfall(request, gpu_perf.device, "hf_speedup", position)
     hf_peer.prefill(*kv_prefill, position)
     hf_peer.set_step(TOKEN, position)
     best, _ = fastest_candidate(gpu_perf, model, position)
