@@ -1,10 +1,13 @@
 // One persistent cooperative launch per decode token for a Qwen3-shaped model (batch 1).
 //
 // Every block of the grid walks the same phase list; grid_sync() (cooperative_groups) separates
-// phases whose inputs another block writes. The six variants share this source and one launch
-// harness; they differ in the Variant<V> switches below (README.md: syncs per layer). Variants
-// 0-4 run decode_step; the stream variant (5) runs decode_step_stream, with its own GEMV
-// (stream_gemv) and attention unit, so the measured code of 0-4 stays as it was.
+// phases whose inputs another block writes, except in the dataflow variant (7), where each value
+// another block needs travels as an LL word (value + flag) and the consumer waits for exactly
+// those words. The eight variants share this source and one launch harness; they differ in the
+// Variant<V> switches below (README.md: syncs per layer). Variants 0-4 run decode_step; the
+// stream (5), ring (6) and dataflow (7) variants run decode_step_stream, with their own GEMVs
+// (stream_gemv: a register pipeline; ring_gemv: a shared-memory ring filled by bulk copies) and
+// attention units.
 //
 // Precision contract (reference.py follows it):
 //   weights, embedding, KV cache: bf16. Everything else is fp32: the residual stream, every
