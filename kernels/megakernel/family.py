@@ -160,6 +160,7 @@ def speedup_margin(arch: str, comparison: str, position: int) -> float | None:
 # headroom; an indexing or synchronisation bug moves logits by O(0.1-1).
 LOGIT_TOLERANCE = {
     "tiny": {"max_rel_l2": 5e-3, "atol": 5e-3},
+    "odd-pages": {"max_rel_l2": 5e-3, "atol": 5e-3},  # a one-layer emulator shape (test_emulated.py)
     "qwen3-0.6b": {"max_rel_l2": 5e-3, "atol": 1e-2},
 }
 # KV rows written at the step's position: bf16, so two ulps (2^-6 relative) plus a small floor.

@@ -637,11 +637,18 @@ constexpr int kRingGroup = 3;
 static_assert(kRingGroup < kRingSlots && kRingSlots <= 5, "a group must leave slots to prefetch into; "
               "page_group_wait handles up to 4 pending pages");
 __host__ __device__ constexpr int ceil_div_constexpr(int a, int b) { return (a + b - 1) / b; }
+// Every page shape a GEMV uses: QKV and the LM head (kHidden, 1), gate/up (kHidden, 2), O, down.
 constexpr int kRingItemsMax =
-    kRingGroup * imax(ring_page_items(kHidden, 2), imax(ring_page_items(kQDim, 1), ring_page_items(kInter, 1)));
+    kRingGroup * imax(imax(ring_page_items(kHidden, 1), ring_page_items(kHidden, 2)),
+                      imax(ring_page_items(kQDim, 1), ring_page_items(kInter, 1)));
 static_assert(ring_page_rows(kInter, 1) >= 1 && ring_page_rows(kQDim, 1) >= 1 && ring_page_rows(kHidden, 2) >= 2,
               "a page must hold at least one output");
 static_assert(2 * kRingItemsMax <= kPartialFloats, "the groups' row sums (double-buffered) must fit s.partial");
+static_assert(kRingGroup * ring_page_items(kHidden, 1) <= kRingItemsMax &&
+                  kRingGroup * ring_page_items(kHidden, 2) <= kRingItemsMax &&
+                  kRingGroup * ring_page_items(kQDim, 1) <= kRingItemsMax &&
+                  kRingGroup * ring_page_items(kInter, 1) <= kRingItemsMax,
+              "a group's row sums overflow their half of the double buffer (the next group's half)");
 
 // Columns, and rows per output, of segment `seg` of the stream.
 __device__ __forceinline__ int ring_segment_k(int seg) {

@@ -104,3 +104,16 @@ def test_emulator_rejects_bad_arguments() -> None:
         emulate_decode(buffers, "baseline", 0, MAX_SEQ, 4)
     with pytest.raises(ValueError, match="blocks"):
         emulate_decode(buffers, "baseline", 0, 0, 5)
+
+
+# A shape whose QKV/LM-head pages hold an odd number of rows (32768 B / (2 x 768 B) = 21), one
+# more than gate/up's (20, whole SwiGLU pairs), and O/down pages split over two warps per row.
+# The ring's double-buffered row sums were once sized without the 21-row pages; the emulator's
+# scheduling almost never interleaves the overlapping writes, so a static_assert in
+# megakernel.cu now guards the sizing at compile time; this test covers the page cut itself.
+ODD_PAGE_ROWS = ModelConfig("odd-pages", layers=1, hidden=768, q_heads=8, kv_heads=4, intermediate=2048, vocab=700)
+
+
+@pytest.mark.parametrize("variant", ["fused_ring", "dataflow"])
+def test_emulated_ring_with_odd_page_rows(variant: str) -> None:
+    check_emulated_step(ODD_PAGE_ROWS, variant, 5, 40, False)
