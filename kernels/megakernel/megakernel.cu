@@ -1114,6 +1114,54 @@ __device__ __forceinline__ void combine_if_last_stream(const MegakernelParams& P
     if (!Out::kLL && threadIdx.x == 0) P.counters[g] = 0u;
 }
 
+// Steps shared by attention_unit and attention_unit_preloaded.
+// Softmax statistics of the unit's n scores per q head (one warp per head, into s.misc); the
+// scores become e^(s - max). Ends with a block barrier.
+__device__ __forceinline__ void unit_softmax(int n, const Shared& s, int lane, int warp) {
+    if (warp < kGqa) {
+        float* sc = s.scores + warp * kAttnMaxChunk;
+        float m = -3.402823466e38f;
+        for (int j = lane; j < n; j += 32) m = fmaxf(m, sc[j]);
+        m = warp_max(m);
+        float l = 0.f;
+        for (int j = lane; j < n; j += 32) {
+            const float e = expf(sc[j] - m);
+            sc[j] = e;
+            l += e;
+        }
+        l = warp_sum(l);
+        if (lane == 0) {
+            s.misc[kStatsSlot + 2 * warp] = m;
+            s.misc[kStatsSlot + 2 * warp + 1] = l;
+        }
+    }
+    __syncthreads();
+}
+
+// The unit's output from the warps' partial sums in s.partial: attn_out when the head has one
+// unit, else the unit's (o, max, sum) record for the combine.
+template <class Out>
+__device__ __forceinline__ void unit_output(const MegakernelParams& P, int g, int u, AttentionSplit split,
+                                            const Shared& s, Out out, int tid) {
+    for (int o = tid; o < kGqa * kHeadDim; o += kThreads) {
+        const int h = o / kHeadDim, d = o % kHeadDim;
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
+        const float m = s.misc[kStatsSlot + 2 * h], l = s.misc[kStatsSlot + 2 * h + 1];
+        if (split.units == 1) {
+            out.store(P.attn_out + (g * kGqa + h) * kHeadDim + d, sum / l);
+        } else {
+            float* rec = P.attn_partial + (static_cast<size_t>(g * split.units + u) * kGqa + h) * kPartialStride;
+            rec[d] = sum;
+            if (d == 0) {
+                rec[kHeadDim] = m;
+                rec[kHeadDim + 1] = l;
+            }
+        }
+    }
+}
+
 // Attention of kv head g's kGqa query heads over keys [u * chunk, min((u + 1) * chunk, position + 1)).
 // Thread t covers key slot t / 16 of each 32-key tile and dims 8 * (t % 16) .. + 8, so one tile
 // of K (or V) is one coalesced 16-byte load per thread. Scores go to shared memory; the softmax
@@ -1175,24 +1223,7 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
     __syncthreads();
 
     // 3. Softmax statistics per q head; scores become e^(s - max).
-    if (warp < kGqa) {
-        float* sc = s.scores + warp * kAttnMaxChunk;
-        float m = -3.402823466e38f;
-        for (int j = lane; j < n; j += 32) m = fmaxf(m, sc[j]);
-        m = warp_max(m);
-        float l = 0.f;
-        for (int j = lane; j < n; j += 32) {
-            const float e = expf(sc[j] - m);
-            sc[j] = e;
-            l += e;
-        }
-        l = warp_sum(l);
-        if (lane == 0) {
-            s.misc[kStatsSlot + 2 * warp] = m;
-            s.misc[kStatsSlot + 2 * warp + 1] = l;
-        }
-    }
-    __syncthreads();
+    unit_softmax(n, s, lane, warp);
 
     // 4. Sum of e^(s - max) * v over the unit's keys.
     float acc[kGqa][8];
@@ -1231,23 +1262,7 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
     __syncthreads();
 
     // 5. The unit's output (one unit per head) or its record for the combine.
-    for (int o = tid; o < kGqa * kHeadDim; o += kThreads) {
-        const int h = o / kHeadDim, d = o % kHeadDim;
-        float sum = 0.f;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
-        const float m = s.misc[kStatsSlot + 2 * h], l = s.misc[kStatsSlot + 2 * h + 1];
-        if (split.units == 1) {
-            out.store(P.attn_out + (g * kGqa + h) * kHeadDim + d, sum / l);
-        } else {
-            float* rec = P.attn_partial + (static_cast<size_t>(g * split.units + u) * kGqa + h) * kPartialStride;
-            rec[d] = sum;
-            if (d == 0) {
-                rec[kHeadDim] = m;
-                rec[kHeadDim + 1] = l;
-            }
-        }
-    }
+    unit_output(P, g, u, split, s, out, tid);
     if (split.units > 1) {
         if (kStream) {
             combine_if_last_stream(P, g, split.units, s, out);
@@ -1325,24 +1340,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     __syncthreads();
 
     // 3. Softmax statistics per q head; scores become e^(s - max).
-    if (warp < kGqa) {
-        float* sc = s.scores + warp * kAttnMaxChunk;
-        float m = -3.402823466e38f;
-        for (int j = lane; j < n; j += 32) m = fmaxf(m, sc[j]);
-        m = warp_max(m);
-        float l = 0.f;
-        for (int j = lane; j < n; j += 32) {
-            const float e = expf(sc[j] - m);
-            sc[j] = e;
-            l += e;
-        }
-        l = warp_sum(l);
-        if (lane == 0) {
-            s.misc[kStatsSlot + 2 * warp] = m;
-            s.misc[kStatsSlot + 2 * warp + 1] = l;
-        }
-    }
-    __syncthreads();
+    unit_softmax(n, s, lane, warp);
 
     // 4. Sum of e^(s - max) * v over the unit's keys, one q head at a time (fewer live registers).
 #pragma unroll
@@ -1366,23 +1364,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     __syncthreads();
 
     // 5. The unit's output (one unit per head) or its record for the combine.
-    for (int o = tid; o < kGqa * kHeadDim; o += kThreads) {
-        const int h = o / kHeadDim, d = o % kHeadDim;
-        float sum = 0.f;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
-        const float m = s.misc[kStatsSlot + 2 * h], l = s.misc[kStatsSlot + 2 * h + 1];
-        if (split.units == 1) {
-            out.store(P.attn_out + (g * kGqa + h) * kHeadDim + d, sum / l);
-        } else {
-            float* rec = P.attn_partial + (static_cast<size_t>(g * split.units + u) * kGqa + h) * kPartialStride;
-            rec[d] = sum;
-            if (d == 0) {
-                rec[kHeadDim] = m;
-                rec[kHeadDim + 1] = l;
-            }
-        }
-    }
+    unit_output(P, g, u, split, s, out, tid);
     if (split.units > 1) combine_if_last_stream(P, g, split.units, s, out);
     __syncthreads();  // shared buffers are reused by the next unit
 }
