@@ -238,8 +238,7 @@ class _RunHooks:
             except BaselineFileError as exc:
                 self.baseline_error = str(exc)
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if self.s.settings.json_path:
-            from pytest_gpuperf.files import atomic_write_json
+        if self.s.settings.json_path or self.s.settings.plots_dir:
             from pytest_gpuperf.report import build_json
 
             payload = build_json(
@@ -249,22 +248,18 @@ class _RunHooks:
                 changes=self.s.baseline_changes,
                 settings={k: str(v) for k, v in vars(self.s.settings).items() if k != "sources"},
             )
-            atomic_write_json(self.s.settings.json_path, payload)
-        if self.s.settings.plots_dir:
-            self.plots_note = self._write_plots()
+            if self.s.settings.json_path:
+                from pytest_gpuperf.files import atomic_write_json
 
-    def _write_plots(self) -> str:
-        """Charts per family and index.html (--gpu-perf-plots); a missing matplotlib is a note, not a crash."""
+                atomic_write_json(self.s.settings.json_path, payload)
+            if self.s.settings.plots_dir:
+                self.plots_note = self._write_plots(payload)
+
+    def _write_plots(self, payload: dict[str, Any]) -> str:
+        """Charts per family and index.html (--gpu-perf-plots) from the report ``payload``; a
+        missing matplotlib is a note, not a crash."""
         from pytest_gpuperf.plots import PlotsUnavailable, write_plots
-        from pytest_gpuperf.report import build_json
 
-        payload = build_json(
-            records=self.s.records,
-            outcomes=self.outcomes,
-            skip_reasons=self.s.skip_reasons,
-            changes=self.s.baseline_changes,
-            settings={k: str(v) for k, v in vars(self.s.settings).items() if k != "sources"},
-        )
         try:
             written = write_plots(payload, self.s.settings.plots_dir)
         except PlotsUnavailable as exc:

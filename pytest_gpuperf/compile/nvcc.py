@@ -105,14 +105,9 @@ def find_nvcc() -> Path:
     Raises :class:`NvccNotFound` naming every place tried and how to install one.
     """
     tried: list[str] = []
-    cuda_home = os.environ.get("CUDA_HOME")
-    if cuda_home:
-        candidate = Path(cuda_home) / "bin" / "nvcc"
-        if _is_executable(candidate):
-            return candidate
-        tried.append(f"$CUDA_HOME/bin/nvcc ({candidate})")
-    else:
-        tried.append("$CUDA_HOME (not set)")
+    from_home = _from_cuda_home("nvcc", tried)
+    if from_home is not None:
+        return from_home
     for candidate in _wheel_nvcc_candidates():
         if not _is_executable(candidate):
             continue
@@ -133,6 +128,19 @@ def _is_executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
+def _from_cuda_home(tool: str, tried: list[str]) -> Path | None:
+    """$CUDA_HOME/bin/<tool> if it is there; otherwise notes in ``tried`` where it looked."""
+    cuda_home = os.environ.get("CUDA_HOME")
+    if not cuda_home:
+        tried.append("$CUDA_HOME (not set)")
+        return None
+    candidate = Path(cuda_home) / "bin" / tool
+    if _is_executable(candidate):
+        return candidate
+    tried.append(f"$CUDA_HOME/bin/{tool} ({candidate})")
+    return None
+
+
 # cuobjdump and nvdisasm: `cuobjdump -sass` runs nvdisasm, which ships in its own wheel.
 _BINUTILS_WHEELS = {
     "cuobjdump": ("nvidia-cuda-cuobjdump", ("cu13/bin/cuobjdump", "cuda_cuobjdump/bin/cuobjdump")),
@@ -143,14 +151,9 @@ _BINUTILS_WHEELS = {
 def _find_binutil(tool: str) -> Path:
     wheel, layouts = _BINUTILS_WHEELS[tool]
     tried: list[str] = []
-    cuda_home = os.environ.get("CUDA_HOME")
-    if cuda_home:
-        candidate = Path(cuda_home) / "bin" / tool
-        if _is_executable(candidate):
-            return candidate
-        tried.append(f"$CUDA_HOME/bin/{tool} ({candidate})")
-    else:
-        tried.append("$CUDA_HOME (not set)")
+    from_home = _from_cuda_home(tool, tried)
+    if from_home is not None:
+        return from_home
     for root in _nvidia_roots():
         for rel in layouts:
             if _is_executable(root / rel):
