@@ -12,7 +12,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from kernels.megakernel.config import ModelConfig
-from kernels.megakernel.family import COMPILE_OPTIONS, GRID_SYNC_NAME_EXPRESSIONS, RING_VARIANTS, SOURCES, VARIANTS
+from kernels.megakernel.family import (COMPILE_OPTIONS, DATAFLOW_VARIANTS, GRID_SYNC_NAME_EXPRESSIONS, RING_VARIANTS, SOURCES,
+                                      VARIANTS)
 from kernels.megakernel.layout import THREADS, DecodeBuffers, shared_bytes, trace_stride
 
 GRID_SYNC_MODES = ("cooperative_groups", "subset_barrier")  # grid_sync_loop<0>, <1>
@@ -140,8 +141,8 @@ class Megakernel:
     # ---- launching ------------------------------------------------------------------------
     def _check(self, variant: str, token: int, position: int) -> None:
         _check_variant(variant)
-        if variant == "dataflow" and self.grid_blocks > min(DATAFLOW_MAX_BLOCKS, self.config.hidden):
-            raise ValueError(f"dataflow runs on at most {min(DATAFLOW_MAX_BLOCKS, self.config.hidden)} blocks "
+        if variant in DATAFLOW_VARIANTS and self.grid_blocks > min(DATAFLOW_MAX_BLOCKS, self.config.hidden):
+            raise ValueError(f"{variant} runs on at most {min(DATAFLOW_MAX_BLOCKS, self.config.hidden)} blocks "
                              f"(kMaxProbesPerLane x 32, and one residual row per block); grid_blocks={self.grid_blocks}")
         if not 0 <= token < self.config.vocab:
             raise ValueError(f"token must be in [0, {self.config.vocab}), got {token}")

@@ -59,7 +59,14 @@ constexpr int kAttnUnroll = 4;          // key/value tiles loaded before first u
 constexpr int kAttnMaxChunk = 1024;     // most keys one attention unit takes
 constexpr int kPartialStride = kHeadDim + 2;  // split-attention record: o[128], max, sum
 constexpr int kGridWordSlot = 2 * kKVHeads;   // counters[]: the own grid barrier's word
-constexpr int kLaunchSlot = 2 * kKVHeads + 1; // counters[]: launches of the dataflow variant so far
+constexpr int kLaunchSlot = 2 * kKVHeads + 1; // counters[]: launches of the dataflow variants so far
+constexpr int kAccReadSlot = 2 * kKVHeads + 2; // counters[]: blocks done reading the last layer's accumulator
+// Fewest keys per split-attention unit in the dataflow variants (a whole number of tiles): every
+// further unit costs the combine a record, and the combine itself a round trip to L2.
+#ifndef MK_ATTN_MIN_CHUNK
+#define MK_ATTN_MIN_CHUNK 32
+#endif
+constexpr int kAttnMinChunk = MK_ATTN_MIN_CHUNK;
 
 __host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
 template <int N> struct IntTag { static constexpr int value = N; };  // an int as a type (template lambdas)
@@ -73,6 +80,8 @@ static_assert(kHidden % 8 == 0, "hidden size must be a multiple of 8");
 static_assert(kGqa + 2 <= kWarps, "the fused attention prologue needs one warp per q head plus two");
 static_assert(kGqa * kHeadDim <= kThreads, "attention output: one thread per (q head, dim)");
 static_assert(kAttnMaxChunk % kAttnTile == 0, "attention chunks are whole tiles");
+static_assert(kAttnMinChunk % kAttnTile == 0 && kAttnMinChunk >= kAttnTile && kAttnMinChunk <= kAttnMaxChunk,
+              "MK_ATTN_MIN_CHUNK: a whole number of 32-key tiles, at most 1024");
 
 // ---- kernel parameters: passed by value; launch.py PARAM_FIELDS lists the same fields in order.
 struct MegakernelParams {
@@ -98,9 +107,12 @@ struct MegakernelParams {
     float* attn_out;           // [q_heads * 128]
     float* act;                // [inter]: silu(gate) * up
     float* sumsq_partial;      // [blocks]: per-block sum of squares of the residual rows it wrote
-    unsigned* counters;        // [2 * kv_heads + 2]: split-attention arrivals, head-group barrier words,
-                               // the grid barrier word (MK_OWN_GRID_BARRIER), the launch count (dataflow)
+    unsigned* counters;        // [2 * kv_heads + 3]: split-attention arrivals, head-group barrier words,
+                               // the grid barrier word (MK_OWN_GRID_BARRIER), the launch count (dataflow),
+                               // the last accumulator's readers (dataflow_splitk)
     unsigned long long* ll;    // [hidden + qkv rows + q_heads * 128 + inter + blocks]: LL words (dataflow)
+    const bf16_t* w_down_t;    // [layers][inter][hidden]: w_down transposed (dataflow_splitk)
+    unsigned long long* down_acc;  // [layers][hidden]: fixed-point accumulators, zero between launches
     long long vocab;
     long long max_seq;
 };
@@ -122,38 +134,54 @@ struct MegakernelParams {
 // dataflow:       the ring variant with no grid barrier: every value another block needs travels
 //                 as an LL word (value + flag), and each consumer waits for exactly the values it
 //                 reads (q/k/v of its head, the whole attention output, residual, activations).
+// splitk:         the down projection split over K: each block multiplies its own SwiGLU outputs
+//                 by its rows of W_down^T and adds the partial vector into an L2 accumulator with
+//                 integer atomics, so the activations are never exchanged (4 exchanges per layer).
 template <int V> struct Variant;
 template <> struct Variant<0> {  // baseline: 8 grid syncs per layer
     static constexpr bool redundant_norm = false, head_groups = false, fused_qk = false,
-                          norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false;
+                          norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false,
+                          splitk = false;
 };
 template <> struct Variant<1> {  // redundant RMSNorm: 6
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = false,
-                          norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false;
+                          norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false,
+                          splitk = false;
 };
 template <> struct Variant<2> {  // head-based: 4 grid syncs + 2 group barriers
     static constexpr bool redundant_norm = true, head_groups = true, fused_qk = false,
-                          norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false;
+                          norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false,
+                          splitk = false;
 };
 template <> struct Variant<3> {  // fused phases: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false, stream = false, ring = false, dataflow = false;
+                          norm_partials = true, prefetch = false, stream = false, ring = false, dataflow = false,
+                          splitk = false;
 };
 template <> struct Variant<4> {  // fused phases + L2 prefetch: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = true, stream = false, ring = false, dataflow = false;
+                          norm_partials = true, prefetch = true, stream = false, ring = false, dataflow = false,
+                          splitk = false;
 };
 template <> struct Variant<5> {  // fused phases + weight stream across the barriers: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false, stream = true, ring = false, dataflow = false;
+                          norm_partials = true, prefetch = false, stream = true, ring = false, dataflow = false,
+                          splitk = false;
 };
 template <> struct Variant<6> {  // fused phases + weight pages in a shared-memory ring, copied ahead: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = false;
+                          norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = false,
+                          splitk = false;
 };
 template <> struct Variant<7> {  // the ring's phases, exchanging LL words instead of grid barriers: 0
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true;
+                          norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true,
+                          splitk = false;
+};
+template <> struct Variant<8> {  // dataflow, the down projection split over K and summed in L2: 0
+    static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
+                          norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true,
+                          splitk = true;
 };
 
 // ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
@@ -433,6 +461,8 @@ struct StreamSlice {
 
 // Segment `seg` of this block's weight stream: per layer QKV, O, gate/up (interleaved rows), down;
 // then the LM head. Row splits are those of the other variants.
+// kSplitK (dataflow_splitk): the down slice is the rows of W_down^T of the block's own SwiGLU outputs.
+template <bool kSplitK = false>
 __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, int seg) {
     const int nb = gridDim.x, b = blockIdx.x;
     StreamSlice x;
@@ -462,9 +492,15 @@ __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, i
             x.nchunks = x.nrows * (kHidden / 8);
             break;
         default:
-            split_range(kHidden, b, nb, &x.row0, &x.nrows);
-            x.base = P.w_down + (layer * kHidden + x.row0) * kInter;
-            x.nchunks = x.nrows * (kInter / 8);
+            if constexpr (kSplitK) {
+                split_range(kInter, b, nb, &x.row0, &x.nrows);
+                x.base = P.w_down_t + (layer * kInter + x.row0) * kHidden;
+                x.nchunks = x.nrows * (kHidden / 8);
+            } else {
+                split_range(kHidden, b, nb, &x.row0, &x.nrows);
+                x.base = P.w_down + (layer * kHidden + x.row0) * kInter;
+                x.nchunks = x.nrows * (kInter / 8);
+            }
             break;
     }
     return x;
@@ -650,10 +686,11 @@ static_assert(kRingGroup * ring_page_items(kHidden, 1) <= kRingItemsMax &&
                   kRingGroup * ring_page_items(kInter, 1) <= kRingItemsMax,
               "a group's row sums overflow their half of the double buffer (the next group's half)");
 
-// Columns, and rows per output, of segment `seg` of the stream.
+// Columns, and rows per output, of segment `seg` of the stream (kSplitK: down pages are W_down^T's).
+template <bool kSplitK = false>
 __device__ __forceinline__ int ring_segment_k(int seg) {
     if (seg >= 4 * kLayers) return kHidden;
-    return seg % 4 == 1 ? kQDim : (seg % 4 == 3 ? kInter : kHidden);
+    return seg % 4 == 1 ? kQDim : (seg % 4 == 3 ? (kSplitK ? kHidden : kInter) : kHidden);
 }
 __device__ __forceinline__ int ring_segment_rows_per_out(int seg) { return seg < 4 * kLayers && seg % 4 == 2 ? 2 : 1; }
 
@@ -672,11 +709,12 @@ __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRi
 // The issuing warp: the block's next page into slot issued % kRingSlots (which must be free), or
 // a placeholder once the stream has ended. Segment bounds come from the table ring_start built
 // (computing them here costs 64-bit divisions per page).
+template <bool kSplitK = false>
 __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
     while (ring.next_seg < kStreamSegments) {
         const int nrows = s.ring_rows[ring.next_seg].y;
         if (ring.next_row < nrows) {
-            const int k = ring_segment_k(ring.next_seg);
+            const int k = ring_segment_k<kSplitK>(ring.next_seg);
             const int rows = min(ring_page_rows(k, ring_segment_rows_per_out(ring.next_seg)), nrows - ring.next_row);
             const int slot = ring.issued % kRingSlots;
             const bf16_t* base = reinterpret_cast<const bf16_t*>(s.seg_base[ring.next_seg]);
@@ -708,21 +746,22 @@ static_assert(kRingPacedInFlight >= 1 && kRingPacedInFlight <= kRingSlots, "page
 
 // The issuing warp, in a paced ring: issue the next page if a slot is free and fewer than
 // `max_in_flight` issued pages are still landing.
+template <bool kSplitK = false>
 __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_in_flight) {
     while (ring.landed < ring.issued &&
            page_landed(s.ring_full + ring.landed % kRingSlots, static_cast<unsigned>(ring.landed / kRingSlots)))
         ++ring.landed;
     if (ring.issued - ring.landed < max_in_flight && ring.issued < ring.consumed + kRingSlots &&
         ring.next_seg < kStreamSegments)
-        ring_issue_next(s, ring);
+        ring_issue_next<kSplitK>(s, ring);
 }
 
 // The block's segment table and the slots' barriers, then the first pages in flight: kRingSlots,
 // or in a paced ring kRingPacedInFlight.
-template <bool kPaced = false>
+template <bool kPaced = false, bool kSplitK = false>
 __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s) {
     for (int i = threadIdx.x; i < kStreamSegments; i += kThreads) {
-        const StreamSlice x = stream_slice(P, i);
+        const StreamSlice x = stream_slice<kSplitK>(P, i);
         s.seg_base[i] = reinterpret_cast<unsigned long long>(x.base);
         s.ring_rows[i] = make_int2(x.row0, x.nrows);
     }
@@ -733,7 +772,7 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
     __syncthreads();
     Ring ring{0, 0, 0, 0, 0, 0};
     if (ring_issuer()) {
-        for (int i = 0; i < (kPaced ? kRingPacedInFlight : kRingSlots); ++i) ring_issue_next(s, ring);
+        for (int i = 0; i < (kPaced ? kRingPacedInFlight : kRingSlots); ++i) ring_issue_next<kSplitK>(s, ring);
     }
     return ring;
 }
@@ -748,7 +787,7 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
 // Paced (dataflow): a group's pages not yet issued are issued before waiting for them, and each
 // group issues at most one more page (ring_pump); in the LM head (no exchange follows) every free
 // slot is refilled as in the unpaced ring.
-template <int kK, int kRowsPerOut, bool kPaced = false, typename Epilogue>
+template <int kK, int kRowsPerOut, bool kPaced = false, bool kSplitK = false, typename Epilogue>
 __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s,
                                            const Shared& s, Epilogue epilogue) {
     constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut);
@@ -768,7 +807,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
         const int rows = min(kRingGroup * kPageRows, slice.y - r0);
         const int pages = ceil_div(rows, kPageRows);
         if (kPaced && ring_issuer()) {
-            while (ring.issued < ring.consumed + pages) ring_issue_next(s, ring);
+            while (ring.issued < ring.consumed + pages) ring_issue_next<kSplitK>(s, ring);
         }
 #ifdef MK_TRACE
         const long long wait_start = clock64();
@@ -833,11 +872,12 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
         ++ring.groups;
         if (ring_issuer()) {
             if (!kPaced) {
-                for (int p = 0; p < pages; ++p) ring_issue_next(s, ring);
+                for (int p = 0; p < pages; ++p) ring_issue_next<kSplitK>(s, ring);
             } else if (seg == 4 * kLayers) {
-                while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments) ring_issue_next(s, ring);
+                while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments)
+                    ring_issue_next<kSplitK>(s, ring);
             } else {
-                ring_pump(s, ring, kRingPacedInFlight);
+                ring_pump<kSplitK>(s, ring, kRingPacedInFlight);
             }
         }
         for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
@@ -981,11 +1021,12 @@ struct AttentionSplit {
     int units;  // units per kv head
 };
 
-// Keys 0..n_keys-1 of each kv head are cut into `units` chunks, about `target_units` of them.
-__device__ __forceinline__ AttentionSplit attention_split(int n_keys, int target_units) {
+// Keys 0..n_keys-1 of each kv head are cut into `units` chunks, about `target_units` of them, each
+// of at least `min_chunk` keys (a multiple of kAttnTile).
+__device__ __forceinline__ AttentionSplit attention_split(int n_keys, int target_units, int min_chunk = kAttnTile) {
     int chunk = ceil_div(n_keys, target_units > 0 ? target_units : 1);
     chunk = ceil_div(chunk, kAttnTile) * kAttnTile;
-    chunk = min(chunk, kAttnMaxChunk);
+    chunk = min(max(chunk, min_chunk), kAttnMaxChunk);
     AttentionSplit split;
     split.chunk = chunk;
     split.units = ceil_div(n_keys, chunk);
@@ -1369,6 +1410,69 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     __syncthreads();  // shared buffers are reused by the next unit
 }
 
+// ---- the down projection split over K (dataflow_splitk) ---------------------------------------
+// The block's down slice is the rows of W_down^T for its own SwiGLU outputs a_i (act_s, computed by
+// its gate/up epilogue), so its share of out = W_down a is the full-length partial
+// sum_i a_i W_down^T[i], and no block waits for another's activations. Thread t takes 16-byte column
+// chunk t % kDownChunks of rows t / kDownChunks, + kDownRowLanes, ... (a warp reads 512 contiguous
+// bytes of a row; a_i is a broadcast), through the same ring pages as every other GEMV. Leaves the
+// block's partial sums, per row lane, in s.partial[lane * kHidden + j]; ends with a block barrier.
+constexpr int kDownChunks = kHidden / 8;
+constexpr int kDownRowLanes = kThreads / kDownChunks;
+static_assert(kDownChunks <= kThreads, "dataflow_splitk: a row of W_down^T must fit one chunk per thread");
+static_assert(kDownRowLanes * kHidden <= kPartialFloats, "dataflow_splitk: the row lanes' partials must fit s.partial");
+static_assert(kInter / kKVHeads <= kGqa * kAttnMaxChunk, "dataflow_splitk: a block's SwiGLU outputs must fit s.scores");
+
+template <bool kPaced>
+__device__ __forceinline__ void ring_down_splitk(Ring& ring, int seg, const float* act_s, const Shared& s) {
+    constexpr int kPageRows = ring_page_rows(kHidden, 1);
+    const int tid = threadIdx.x;
+    const int chunk = tid % kDownChunks, row_lane = tid / kDownChunks;
+    const bool active = row_lane < kDownRowLanes;  // kHidden / 8 need not divide kThreads
+    const int rows_total = s.ring_rows[seg].y;
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = 0.f;
+    __syncthreads();  // act_s, written by the gate/up epilogue
+    for (int r0 = 0; r0 < rows_total; r0 += kRingGroup * kPageRows) {
+        const int rows = min(kRingGroup * kPageRows, rows_total - r0);
+        const int pages = ceil_div(rows, kPageRows);
+        if (kPaced && ring_issuer()) {
+            while (ring.issued < ring.consumed + pages) ring_issue_next<true>(s, ring);
+        }
+        for (int p = 0; p < pages; ++p) {
+            const int n = ring.consumed + p;
+            page_wait(s.ring_full + n % kRingSlots, static_cast<unsigned>(n / kRingSlots));
+        }
+        page_group_wait(kPaced ? 0 : kRingSlots - pages, ring_issuer());
+        if (active) {
+            const uint4* ring_chunks = reinterpret_cast<const uint4*>(s.ring);
+#pragma unroll 4
+            for (int r = row_lane; r < rows; r += kDownRowLanes) {
+                const int page = r / kPageRows;
+                const uint4 w = ring_chunks[((ring.consumed + page) % kRingSlots) * (kPageBytes / 16) +
+                                            (r - page * kPageRows) * kDownChunks + chunk];
+                axpy8_bf16(acc, act_s[r0 + r], w);
+            }
+        }
+        __syncthreads();  // the group's slots are free
+        ring.consumed += pages;
+        ++ring.groups;
+        if (ring_issuer()) {
+            if (!kPaced) {
+                for (int p = 0; p < pages; ++p) ring_issue_next<true>(s, ring);
+            } else {
+                ring_pump<true>(s, ring, kRingPacedInFlight);
+            }
+        }
+    }
+    if (active) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s.partial[row_lane * kHidden + chunk * 8 + i] = acc[i];
+    }
+    __syncthreads();
+}
+
 // ---- the decode step ----------------------------------------------------------------------------
 template <int kVariant>
 __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int token, const int position) {
@@ -1554,7 +1658,8 @@ __device__ __forceinline__ float ll_gather_probes(const unsigned long long* word
 // RMSNorm of the residual stream into s.vec (vec_slot order), read as LL words of `flag`: every
 // block's sum of squares (the probes: each block writes it after its rows), then every residual
 // row (the dataflow variant's rmsnorm_into_vec).
-template <class Pump>
+// kKeepResidual (dataflow_splitk): also keep every residual row, as read, in s.own.
+template <bool kKeepResidual = false, class Pump>
 __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, const bf16_t* weight, const Shared& s,
                                            Pump pump) {
     constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
@@ -1574,7 +1679,61 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
-        if (i < kHidden) s.vec[vec_slot(i)] = ll_value(ll.residual + i, w[j], flag) * inv_rms * bf16_to_float(weight[i]);
+        if (i < kHidden) {
+            const float h = ll_value(ll.residual + i, w[j], flag);
+            if constexpr (kKeepResidual) s.own[i] = h;
+            s.vec[vec_slot(i)] = h * inv_rms * bf16_to_float(weight[i]);
+        }
+    }
+    __syncthreads();
+}
+
+// The dataflow_splitk variant's input / final RMSNorm: the residual after layer `layer`'s down
+// projection, h = s.own (the post-attention residual, every row) + the blocks' partials summed in
+// acc, the layer's accumulator words. The issuing warp first polls one word per lane, spread over
+// the vector, until each has every block's contribution (keeping the ring paced meanwhile); then
+// every thread loads its words once and re-polls only a word still short. h goes back to s.own,
+// its RMSNorm into s.vec (vec_slot order); the sum of squares is the block's own, over all rows,
+// so no per-block sums are exchanged.
+template <class Pump>
+__device__ __forceinline__ void rmsnorm_acc(const unsigned long long* acc, const bf16_t* weight, const Shared& s,
+                                            Pump pump) {
+    constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
+    constexpr int kProbeStride = kHidden / 32;
+    const unsigned expected = gridDim.x;
+    if (ring_issuer()) {
+        const unsigned long long* probe = acc + (threadIdx.x & 31) * kProbeStride + kProbeStride - 1;
+        while (!warp_all(acc_count(ll_load_word(probe)) == expected)) {
+            pump();
+            ll_backoff();
+        }
+    }
+    __syncthreads();
+    unsigned long long w[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < kHidden) w[j] = ll_load_word(acc + i);
+    }
+    float sq = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < kHidden) {
+            while (acc_count(w[j]) != expected) {
+                ll_backoff();
+                w[j] = ll_load_word(acc + i);
+            }
+            const float h = s.own[i] + acc_value(w[j]);
+            s.own[i] = h;
+            sq = fmaf(h, h, sq);
+        }
+    }
+    const float inv_rms = 1.0f / sqrtf(block_sum<kThreads>(sq, s.misc) / static_cast<float>(kHidden) + kRmsEps);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        if (i < kHidden) s.vec[vec_slot(i)] = s.own[i] * inv_rms * bf16_to_float(weight[i]);
     }
     __syncthreads();
 }
@@ -1614,7 +1773,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     static_assert(!T::dataflow || T::ring, "dataflow runs on the ring");
     const Shared s = carve_shared();
     const int nb = gridDim.x, b = blockIdx.x;
-    const AttentionSplit split = attention_split(position + 1, nb / kKVHeads);
+    const AttentionSplit split = attention_split(position + 1, nb / kKVHeads, T::dataflow ? kAttnMinChunk : kAttnTile);
     const int attention_units = kKVHeads * split.units;
     // Read before this block produces anything; block 0 advances it at its very end, which it
     // reaches only after every block's residual rows (so after every block has read it).
@@ -1629,7 +1788,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     uint4 w[kStreamDepth];
     Ring ring{0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
-        ring = ring_start<T::dataflow>(P, s);
+        ring = ring_start<T::dataflow, T::splitk>(P, s);
     } else {
         stream_start(P, s, w);
     }
@@ -1637,14 +1796,14 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto gemv = [&](auto k_tag, auto rows_per_out_tag, int seg, auto epilogue) -> float {
         constexpr int kK = decltype(k_tag)::value, kRowsPerOut = decltype(rows_per_out_tag)::value;
         if constexpr (T::ring) {
-            return ring_gemv<kK, kRowsPerOut, T::dataflow>(ring, seg, s.vec, s, epilogue);
+            return ring_gemv<kK, kRowsPerOut, T::dataflow, T::splitk>(ring, seg, s.vec, s, epilogue);
         } else {
             return stream_gemv<kK, kRowsPerOut>(w, seg, stream_slice(P, seg), s.vec, s, epilogue);
         }
     };
     // The issuing warp, while it waits for other blocks (dataflow): the next page if the pace allows.
     auto pump = [&]() {
-        if constexpr (T::ring) ring_pump(s, ring, kRingPacedInFlight);
+        if constexpr (T::ring) ring_pump<T::splitk>(s, ring, kRingPacedInFlight);
     };
     using Hidden = IntTag<kHidden>;
     using QDim = IntTag<kQDim>;
@@ -1653,6 +1812,10 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     {
         int r0, nr;
         split_range(kHidden, b, nb, &r0, &nr);
+        if constexpr (T::splitk) {  // every block keeps the whole residual stream
+            r0 = 0;
+            nr = kHidden;
+        }
         for (int i = r0 + threadIdx.x; i < r0 + nr; i += kThreads) {
             const float x = bf16_to_float(P.embed[static_cast<size_t>(token) * kHidden + i]);
             s.own[i] = x;
@@ -1684,7 +1847,9 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto swiglu = [&](int row, const float* v) {
         const float gate = v[0], up = v[1];
         const float a = gate / (1.0f + expf(-gate)) * up;
-        if constexpr (T::dataflow) {
+        if constexpr (T::splitk) {  // the block's own activations: its down slice's inputs
+            s.scores[(row - s.ring_rows[4 * layer + 2].x) >> 1] = a;
+        } else if constexpr (T::dataflow) {
             ll_store(ll_buffers(P).act + (row >> 1), a, flag(layer, kLLAct));
         } else {
             P.act[row >> 1] = a;
@@ -1702,9 +1867,15 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     };
     // The input / post-attention / final RMSNorm into s.vec.
     auto rmsnorm = [&](bool from_embedding, const bf16_t* weight, int from_layer, int phase) {
+        if constexpr (T::splitk) {
+            if (!from_embedding && phase == kLLResidualDown) {
+                rmsnorm_acc(P.down_acc + static_cast<size_t>(from_layer) * kHidden, weight, s, pump);
+                return;
+            }
+        }
         if constexpr (T::dataflow) {
             if (!from_embedding) {
-                rmsnorm_ll(ll_buffers(P), flag(from_layer, phase), weight, s, pump);
+                rmsnorm_ll<T::splitk>(ll_buffers(P), flag(from_layer, phase), weight, s, pump);
                 return;
             }
         }
@@ -1764,6 +1935,17 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
 
         // Post-attention RMSNorm, gate/up, SiLU * up.
         rmsnorm(false, P.norm_post + layer * kHidden, layer, kLLResidualO);
+        if constexpr (T::splitk) {
+            // Every block has now published this layer's residual rows, each computed from its whole
+            // read of the previous layer's accumulator: that accumulator is free, and this block
+            // zeroes its share for the next launch. (The last layer's: after the LM head.)
+            if (layer > 0) {
+                int r0, nr;
+                split_range(kHidden, b, nb, &r0, &nr);
+                for (int i = r0 + threadIdx.x; i < r0 + nr; i += kThreads)
+                    P.down_acc[static_cast<size_t>(layer - 1) * kHidden + i] = 0ull;
+            }
+        }
         MK_MARK(ev + 9);
         gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
         MK_MARK(ev + 10);
@@ -1771,7 +1953,22 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         MK_MARK(ev + 11);
 
         // Down projection + residual.
-        if constexpr (T::dataflow) {
+        if constexpr (T::splitk) {
+            // The block's partial of the whole output, into the layer's accumulator; the next
+            // RMSNorm adds it to the residual.
+            MK_MARK(ev + 12);
+            ring_down_splitk<true>(ring, 4 * layer + 3, s.scores, s);
+            unsigned long long* acc = P.down_acc + static_cast<size_t>(layer) * kHidden;
+            for (int j = threadIdx.x; j < kHidden; j += kThreads) {
+                float total = 0.f;
+#pragma unroll
+                for (int lane = 0; lane < kDownRowLanes; ++lane) total += s.partial[lane * kHidden + j];
+                acc_add(acc + j, total);
+            }
+            MK_MARK(ev + 13);
+            MK_MARK(ev + 14);
+            continue;
+        } else if constexpr (T::dataflow) {
             // Probes: the last activation of each block's slice.
             ll_vector_to_shared<kInter>(ll_buffers(P).act, flag(layer, kLLAct), s.vec, nb, [nb](int i) {
                 return static_cast<int>(static_cast<long long>(kInter) * (i + 1) / nb) - 1;
@@ -1792,10 +1989,24 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // Final RMSNorm and the tied LM head.
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 0);
     rmsnorm(kLayers == 0, P.norm_final, kLayers - 1, kLLResidualDown);
+    // dataflow_splitk: the block has read the last layer's accumulator; the last block to say so
+    // zeroes it after the LM head (the atomic's answer is not needed before then).
+    unsigned readers_before = 0u;
+    if (T::splitk && threadIdx.x == 0) readers_before = atomicAdd(P.counters + kAccReadSlot, 1u);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 1);
     auto store_logit = [&](int row, const float* v) { P.logits[row] = v[0]; return 0.f; };
     gemv(Hidden{}, IntTag<1>{}, 4 * kLayers, store_logit);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 2);
+    if constexpr (T::splitk) {
+        int* last = reinterpret_cast<int*>(s.misc + kFlagSlot);
+        if (threadIdx.x == 0) *last = readers_before == static_cast<unsigned>(nb - 1);
+        __syncthreads();
+        if (*last) {
+            unsigned long long* acc = P.down_acc + static_cast<size_t>(kLayers - 1) * kHidden;
+            for (int i = threadIdx.x; i < kHidden; i += kThreads) acc[i] = 0ull;
+            if (threadIdx.x == 0) P.counters[kAccReadSlot] = 0u;
+        }
+    }
     if (T::dataflow && b == 0 && threadIdx.x == 0) atomicAdd(P.counters + kLaunchSlot, 1u);
 }
 
@@ -1829,3 +2040,4 @@ template __global__ void megakernel_decode<4>(const __grid_constant__ mk::Megake
 template __global__ void megakernel_decode<5>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<6>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<7>(const __grid_constant__ mk::MegakernelParams, const int, const int);
+template __global__ void megakernel_decode<8>(const __grid_constant__ mk::MegakernelParams, const int, const int);

@@ -402,6 +402,37 @@ __device__ __forceinline__ float ll_load(const unsigned long long* p, unsigned f
     return ll_value(p, ll_load_word(p), flag);
 }
 
+// ---- fixed-point accumulators (dataflow_splitk) --------------------------------------------------
+// A sum over blocks in one 64-bit word: each block adds (1 << 56) + its value in units of 2^-24 with
+// one integer atomic. Integer addition is exact and associative, so the sum is the same in
+// whatever order the blocks arrive (deterministic), and the top 8 bits count the blocks that have
+// added: a reader that sees the count it expects has the whole sum, with no fence, flag or
+// barrier. A block's value is clamped to +-2^23 (a non-finite one becomes +2^23, so a broken
+// kernel shows huge values rather than a masked NaN), which keeps 255 blocks' sum inside the
+// 56-bit field.
+constexpr int kAccCountShift = 56;
+constexpr float kAccScale = 16777216.0f;             // 2^24
+constexpr float kAccLimit = 8388608.0f * kAccScale;  // 2^23, in units of 2^-24
+
+__device__ __forceinline__ unsigned long long acc_contribution(float value) {
+    float fixed = value * kAccScale;
+    fixed = fabsf(fixed) <= kAccLimit ? fixed : (fixed < 0.f ? -kAccLimit : kAccLimit);  // NaN: +limit
+    return (1ull << kAccCountShift) + static_cast<unsigned long long>(__float2ll_rn(fixed));
+}
+
+// Adds `value` into the accumulator word at p (a reduction: nothing is returned).
+__device__ __forceinline__ void acc_add(unsigned long long* p, float value) { atomicAdd(p, acc_contribution(value)); }
+
+// Blocks that have added into `word` (the value field is within +-2^55, so rounding recovers it).
+__device__ __forceinline__ unsigned acc_count(unsigned long long word) {
+    return static_cast<unsigned>((word + (1ull << (kAccCountShift - 1))) >> kAccCountShift);
+}
+
+__device__ __forceinline__ float acc_value(unsigned long long word) {
+    const unsigned long long count = acc_count(word);
+    return static_cast<float>(static_cast<long long>(word - (count << kAccCountShift))) * (1.0f / kAccScale);
+}
+
 #ifndef MK_EMULATE
 // Base of the block's dynamic shared memory (the emulator supplies its own per-block buffer).
 __device__ __forceinline__ unsigned char* mk_shared_memory() {

@@ -14,7 +14,7 @@ import pytest
 
 from kernels.megakernel.config import TINY, ModelConfig
 from kernels.megakernel.emulator import compiler, emulate_decode, shared_bytes_of
-from kernels.megakernel.family import KV_TOLERANCE, LOGIT_TOLERANCE, VARIANTS
+from kernels.megakernel.family import DATAFLOW_VARIANTS, KV_TOLERANCE, LOGIT_TOLERANCE, VARIANTS
 from kernels.megakernel.layout import DecodeBuffers, shared_bytes
 from kernels.megakernel.reference import ReferenceModel, bf16_bits_to_float, make_weights, random_kv_cache
 from pytest_gpuperf.numerics import assert_close
@@ -55,6 +55,10 @@ MAX_SEQ = 1152
         ("dataflow", TINY.kv_heads, 1100, False),
         ("dataflow", 13, 300, False),
         ("dataflow", 7, 70, False),
+        ("dataflow_splitk", TINY.kv_heads, 0, False),
+        ("dataflow_splitk", TINY.kv_heads, 1100, False),
+        ("dataflow_splitk", 13, 300, False),
+        ("dataflow_splitk", 7, 70, False),
     ],
 )
 def test_emulated_step_matches_reference(variant: str, blocks: int, position: int, own_grid_barrier: bool) -> None:
@@ -66,7 +70,7 @@ def test_emulated_step_matches_reference(variant: str, blocks: int, position: in
 WIDE_VOCAB = dataclasses.replace(TINY, name="tiny", vocab=9001)
 
 
-@pytest.mark.parametrize("variant", ["fused", "fused_stream", "fused_ring", "dataflow"])
+@pytest.mark.parametrize("variant", ["fused", "fused_stream", "fused_ring", "dataflow", "dataflow_splitk"])
 def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     check_emulated_step(WIDE_VOCAB, variant, TINY.kv_heads, 5, False)
 
@@ -86,9 +90,11 @@ def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position
     assert_close(buffers["logits"], expected, name=f"{variant} logits", **LOGIT_TOLERANCE[config.name])
     for name, ref_cache in (("k_cache", kr), ("v_cache", vr)):
         assert_close(bf16_bits_to_float(buffers[name]), bf16_bits_to_float(ref_cache), name=name, **KV_TOLERANCE)
-    words, launches = buffers["counters"][:-1], buffers["counters"][-1]
+    words, launches, readers = buffers["counters"][:-2], buffers["counters"][-2], buffers["counters"][-1]
     assert np.all(words & 0x7FFFFFFF == 0), "arrival counters / barrier words not back to zero"
-    assert launches == (1 if variant == "dataflow" else 0), f"launch count {launches} after one {variant} step"
+    assert launches == (1 if variant in DATAFLOW_VARIANTS else 0), f"launch count {launches} after one {variant} step"
+    assert readers == 0, "the last accumulator's reader count not back to zero"
+    assert not buffers["down_acc"].any(), "dataflow_splitk left its accumulators non-zero for the next launch"
 
 
 @pytest.mark.parametrize("ring", [False, True])
@@ -114,6 +120,25 @@ def test_emulator_rejects_bad_arguments() -> None:
 ODD_PAGE_ROWS = ModelConfig("odd-pages", layers=1, hidden=768, q_heads=8, kv_heads=4, intermediate=2048, vocab=700)
 
 
-@pytest.mark.parametrize("variant", ["fused_ring", "dataflow"])
+@pytest.mark.parametrize("variant", ["fused_ring", "dataflow", "dataflow_splitk"])
 def test_emulated_ring_with_odd_page_rows(variant: str) -> None:
     check_emulated_step(ODD_PAGE_ROWS, variant, 5, 40, False)
+
+
+def test_emulated_splitk_accumulators_carry_over_launches() -> None:
+    """dataflow_splitk's accumulators must be zero again after each launch, whatever ran between:
+    three steps in a row on the same buffers (splitk, dataflow, splitk; the launch counter advances
+    under both), each checked against the reference stepping the same cache."""
+    weights = make_weights(TINY, 5)
+    k, v = random_kv_cache(TINY, MAX_SEQ, 6)
+    ref = ReferenceModel(TINY, weights, MAX_SEQ)
+    buffers = DecodeBuffers.build(TINY, weights, MAX_SEQ, max_blocks=5)
+    buffers["k_cache"][...] = k
+    buffers["v_cache"][...] = v
+    for step, variant in enumerate(("dataflow_splitk", "dataflow", "dataflow_splitk")):
+        token, position = 11 + step, 30 + step
+        expected = ref.decode_step(token, position, k, v)
+        emulate_decode(buffers, variant, token=token, position=position, blocks=5, seed=step)
+        assert_close(buffers["logits"], expected, name=f"step {step} ({variant}) logits", **LOGIT_TOLERANCE[TINY.name])
+        assert not buffers["down_acc"].any(), f"accumulators not zero after step {step} ({variant})"
+    assert buffers["counters"][-2] == 3, "launch counter"

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <math.h>
+#include <cmath>
 #include <stdint.h>
 #include <string.h>
 
@@ -93,6 +94,14 @@ inline unsigned atomicAdd(unsigned* p, unsigned v) {
     *p = old + v;
     return old;
 }
+
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+    const unsigned long long old = *p;
+    *p = old + v;
+    return old;
+}
+
+inline long long __float2ll_rn(float f) { return std::llrint(f); }  // round to nearest even
 
 inline unsigned atomicExch(unsigned* p, unsigned v) {
     const unsigned old = *p;
