@@ -34,15 +34,16 @@ def compiler() -> str | None:
 
 
 @functools.cache
-def load_library(config: ModelConfig, own_grid_barrier: bool = False) -> ctypes.CDLL:
-    """Build (once per source text, shape and barrier choice, cached on disk) and load the
-    emulator library."""
+def load_library(config: ModelConfig, own_grid_barrier: bool = False, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """Build (once per source text, shape, barrier choice and tuning macros ``defines``, e.g.
+    ``("MK_ACC_COPIES=2",)``; cached on disk) and load the emulator library."""
     cxx = compiler()
     if cxx is None:
         raise RuntimeError("no C++ compiler found (set CXX)")
     flags = ["-std=c++17", "-O2", "-fPIC", "-shared", "-DMK_EMULATE", *config.compile_defines(), f"-I{HERE}"]
     if own_grid_barrier:
         flags.append("-DMK_OWN_GRID_BARRIER")
+    flags += [f"-D{d}" for d in defines]
     digest = hashlib.sha256(("\0".join(flags) + cxx).encode())
     for source in SOURCES:
         digest.update(source.read_bytes())
@@ -70,7 +71,7 @@ def load_library(config: ModelConfig, own_grid_barrier: bool = False) -> ctypes.
 
 
 def emulate_decode(buffers: DecodeBuffers, variant: str, token: int, position: int, blocks: int, seed: int = 0,
-                   own_grid_barrier: bool = False) -> None:
+                   own_grid_barrier: bool = False, defines: tuple[str, ...] = ()) -> None:
     """One decode step of ``variant`` on ``blocks`` emulated blocks of 512 threads, in place on the
     NumPy arrays of ``buffers`` (logits, KV cache at ``position``, scratch)."""
     if variant not in VARIANTS:
@@ -81,7 +82,7 @@ def emulate_decode(buffers: DecodeBuffers, variant: str, token: int, position: i
         raise ValueError(f"position must be in [0, {buffers.max_seq}), got {position}")
     if blocks < buffers.config.kv_heads or blocks > buffers["sumsq_partial"].size:
         raise ValueError(f"blocks must be in [{buffers.config.kv_heads}, {buffers['sumsq_partial'].size}], got {blocks}")
-    lib = load_library(buffers.config, own_grid_barrier)
+    lib = load_library(buffers.config, own_grid_barrier, tuple(defines))
     params = buffers.params()
     error = ctypes.create_string_buffer(512)
     status = lib.mk_emulate_decode(VARIANTS.index(variant), params.ctypes.data, token, position, blocks, seed,

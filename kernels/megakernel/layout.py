@@ -29,6 +29,7 @@ THREADS = 512          # kThreads
 ATTN_TILE = 32         # kAttnTile: the smallest attention unit
 ATTN_MAX_CHUNK = 1024  # kAttnMaxChunk
 PARTIAL_STRIDE = HEAD_DIM + 2
+ACC_WORDS_PER_OUTPUT = 16  # kAccWordsPerOutput: room for MK_ACC_COPIES x MK_ACC_STRIDE
 
 
 TRACE_EVENTS_PER_LAYER = 24  # MK_TRACE_EVENTS_PER_LAYER (mk_device.cuh)
@@ -138,7 +139,7 @@ def scratch_arrays(config: ModelConfig, max_seq: int, max_blocks: int) -> dict[s
         "ll": np.zeros(c.hidden + c.qkv_rows + c.q_dim + c.intermediate + max_blocks, dtype=np.uint64),
         # dataflow_splitk's per-layer fixed-point accumulators: zero between launches (each launch
         # zeroes what it used).
-        "down_acc": np.zeros(c.layers * c.hidden, dtype=np.uint64),
+        "down_acc": np.zeros(c.layers * c.hidden * ACC_WORDS_PER_OUTPUT, dtype=np.uint64),
     }
 
 

@@ -112,7 +112,7 @@ struct MegakernelParams {
                                // the last accumulator's readers (dataflow_splitk)
     unsigned long long* ll;    // [hidden + qkv rows + q_heads * 128 + inter + blocks]: LL words (dataflow)
     const bf16_t* w_down_t;    // [layers][inter][hidden]: w_down transposed (dataflow_splitk)
-    unsigned long long* down_acc;  // [layers][hidden]: fixed-point accumulators, zero between launches
+    unsigned long long* down_acc;  // [layers][hidden][16]: fixed-point accumulators, zero between launches
     long long vocab;
     long long max_seq;
 };
@@ -1423,6 +1423,73 @@ static_assert(kDownChunks <= kThreads, "dataflow_splitk: a row of W_down^T must 
 static_assert(kDownRowLanes * kHidden <= kPartialFloats, "dataflow_splitk: the row lanes' partials must fit s.partial");
 static_assert(kInter / kKVHeads <= kGqa * kAttnMaxChunk, "dataflow_splitk: a block's SwiGLU outputs must fit s.scores");
 
+// The accumulators' layout (tuning macros; MegakernelParams::down_acc holds kAccWordsPerOutput
+// words per output and layer): kAccCopies copies of each layer's vector (block b adds into copy
+// b % kAccCopies, a reader adds the copies up), consecutive outputs kAccStride words apart; with
+// MK_ACC_BULK (sm_90) a block stages its words in shared memory (s.scores) and adds them all with
+// one bulk reduction (cp.reduce.async.bulk) instead of one atomic per output.
+#ifndef MK_ACC_COPIES
+#define MK_ACC_COPIES 1
+#endif
+#ifndef MK_ACC_STRIDE
+#define MK_ACC_STRIDE 1
+#endif
+#ifndef MK_ACC_BULK
+#define MK_ACC_BULK 0
+#endif
+constexpr int kAccCopies = MK_ACC_COPIES;
+constexpr int kAccStride = MK_ACC_STRIDE;
+constexpr bool kAccBulk = MK_ACC_BULK != 0;
+constexpr int kAccWordsPerOutput = 16;
+static_assert(kAccCopies >= 1 && kAccCopies <= 4 && kAccStride >= 1 && kAccCopies * kAccStride <= kAccWordsPerOutput,
+              "MK_ACC_COPIES (1-4) x MK_ACC_STRIDE must fit the 16 words per output of down_acc");
+static_assert(!kAccBulk || (kAccStride == 1 && kHidden * 8 <= kGqa * kAttnMaxChunk * 4),
+              "MK_ACC_BULK: contiguous words, staged in s.scores");
+
+__device__ __forceinline__ unsigned long long* acc_word(const MegakernelParams& P, int layer, int copy, int j) {
+    return P.down_acc + static_cast<size_t>(layer) * kHidden * kAccWordsPerOutput +
+           (static_cast<size_t>(copy) * kHidden + j) * kAccStride;
+}
+
+// Blocks that add into copy c of an accumulator (blocks c, c + kAccCopies, ...).
+__device__ __forceinline__ unsigned acc_blocks(int copy) {
+    const int nb = gridDim.x;
+    return copy < nb ? static_cast<unsigned>((nb - 1 - copy) / kAccCopies + 1) : 0u;
+}
+
+// The block's partial down output (ring_down_splitk's row lanes, summed) into layer `layer`'s
+// accumulator.
+__device__ __forceinline__ void acc_publish(const MegakernelParams& P, int layer, const Shared& s) {
+    const int copy = static_cast<int>(blockIdx.x) % kAccCopies;
+    unsigned long long* staged = reinterpret_cast<unsigned long long*>(s.scores);
+    for (int j = threadIdx.x; j < kHidden; j += kThreads) {
+        float total = 0.f;
+#pragma unroll
+        for (int lane = 0; lane < kDownRowLanes; ++lane) total += s.partial[lane * kHidden + j];
+        if constexpr (kAccBulk) {
+            staged[j] = acc_contribution(total);
+        } else {
+            acc_add(acc_word(P, layer, copy, j), total);
+        }
+    }
+    if constexpr (kAccBulk) {
+        bulk_source_fence();
+        __syncthreads();
+        if (threadIdx.x == 0) bulk_add_u64(acc_word(P, layer, copy, 0), staged, kHidden);
+    }
+}
+
+// Zeroes this block's share (split_range of the outputs) of every copy of layer `layer`'s
+// accumulator, or all of it.
+__device__ __forceinline__ void acc_clear(const MegakernelParams& P, int layer, bool all) {
+    int r0 = 0, nr = kHidden;
+    if (!all) split_range(kHidden, blockIdx.x, gridDim.x, &r0, &nr);
+    for (int i = r0 + threadIdx.x; i < r0 + nr; i += kThreads) {
+#pragma unroll
+        for (int c = 0; c < kAccCopies; ++c) *acc_word(P, layer, c, i) = 0ull;
+    }
+}
+
 template <bool kPaced>
 __device__ __forceinline__ void ring_down_splitk(Ring& ring, int seg, const float* act_s, const Shared& s) {
     constexpr int kPageRows = ring_page_rows(kHidden, 1);
@@ -1696,35 +1763,46 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
 // its RMSNorm into s.vec (vec_slot order); the sum of squares is the block's own, over all rows,
 // so no per-block sums are exchanged.
 template <class Pump>
-__device__ __forceinline__ void rmsnorm_acc(const unsigned long long* acc, const bf16_t* weight, const Shared& s,
+__device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int layer, const bf16_t* weight, const Shared& s,
                                             Pump pump) {
     constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
     constexpr int kProbeStride = kHidden / 32;
-    const unsigned expected = gridDim.x;
+    if (kAccBulk && threadIdx.x == 0) bulk_wait_read();  // s.scores staged the last accumulator words
     if (ring_issuer()) {
-        const unsigned long long* probe = acc + (threadIdx.x & 31) * kProbeStride + kProbeStride - 1;
+        const int lane = threadIdx.x & 31, copy = lane % kAccCopies;
+        const unsigned long long* probe = acc_word(P, layer, copy, lane * kProbeStride + kProbeStride - 1);
+        const unsigned expected = acc_blocks(copy);
         while (!warp_all(acc_count(ll_load_word(probe)) == expected)) {
             pump();
             ll_backoff();
         }
     }
     __syncthreads();
-    unsigned long long w[kPer];
+    unsigned long long w[kPer][kAccCopies];
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
-        if (i < kHidden) w[j] = ll_load_word(acc + i);
+#pragma unroll
+        for (int c = 0; c < kAccCopies; ++c) {
+            if (i < kHidden) w[j][c] = ll_load_word(acc_word(P, layer, c, i));
+        }
     }
     float sq = 0.f;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
         if (i < kHidden) {
-            while (acc_count(w[j]) != expected) {
-                ll_backoff();
-                w[j] = ll_load_word(acc + i);
+            long long fixed = 0;
+#pragma unroll
+            for (int c = 0; c < kAccCopies; ++c) {
+                const unsigned expected = acc_blocks(c);
+                while (acc_count(w[j][c]) != expected) {
+                    ll_backoff();
+                    w[j][c] = ll_load_word(acc_word(P, layer, c, i));
+                }
+                fixed += acc_fixed(w[j][c], expected);
             }
-            const float h = s.own[i] + acc_value(w[j]);
+            const float h = s.own[i] + acc_to_float(fixed);
             s.own[i] = h;
             sq = fmaf(h, h, sq);
         }
@@ -1869,7 +1947,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto rmsnorm = [&](bool from_embedding, const bf16_t* weight, int from_layer, int phase) {
         if constexpr (T::splitk) {
             if (!from_embedding && phase == kLLResidualDown) {
-                rmsnorm_acc(P.down_acc + static_cast<size_t>(from_layer) * kHidden, weight, s, pump);
+                rmsnorm_acc(P, from_layer, weight, s, pump);
                 return;
             }
         }
@@ -1939,12 +2017,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             // Every block has now published this layer's residual rows, each computed from its whole
             // read of the previous layer's accumulator: that accumulator is free, and this block
             // zeroes its share for the next launch. (The last layer's: after the LM head.)
-            if (layer > 0) {
-                int r0, nr;
-                split_range(kHidden, b, nb, &r0, &nr);
-                for (int i = r0 + threadIdx.x; i < r0 + nr; i += kThreads)
-                    P.down_acc[static_cast<size_t>(layer - 1) * kHidden + i] = 0ull;
-            }
+            if (layer > 0) acc_clear(P, layer - 1, false);
         }
         MK_MARK(ev + 9);
         gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
@@ -1958,13 +2031,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             // RMSNorm adds it to the residual.
             MK_MARK(ev + 12);
             ring_down_splitk<true>(ring, 4 * layer + 3, s.scores, s);
-            unsigned long long* acc = P.down_acc + static_cast<size_t>(layer) * kHidden;
-            for (int j = threadIdx.x; j < kHidden; j += kThreads) {
-                float total = 0.f;
-#pragma unroll
-                for (int lane = 0; lane < kDownRowLanes; ++lane) total += s.partial[lane * kHidden + j];
-                acc_add(acc + j, total);
-            }
+            acc_publish(P, layer, s);
             MK_MARK(ev + 13);
             MK_MARK(ev + 14);
             continue;
@@ -2002,8 +2069,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         if (threadIdx.x == 0) *last = readers_before == static_cast<unsigned>(nb - 1);
         __syncthreads();
         if (*last) {
-            unsigned long long* acc = P.down_acc + static_cast<size_t>(kLayers - 1) * kHidden;
-            for (int i = threadIdx.x; i < kHidden; i += kThreads) acc[i] = 0ull;
+            acc_clear(P, kLayers - 1, true);
             if (threadIdx.x == 0) P.counters[kAccReadSlot] = 0u;
         }
     }

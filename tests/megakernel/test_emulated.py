@@ -125,7 +125,9 @@ def test_emulated_ring_with_odd_page_rows(variant: str) -> None:
     check_emulated_step(ODD_PAGE_ROWS, variant, 5, 40, False)
 
 
-def test_emulated_splitk_accumulators_carry_over_launches() -> None:
+@pytest.mark.parametrize("defines", [(), ("MK_ACC_COPIES=3", "MK_ACC_STRIDE=2"), ("MK_ACC_COPIES=2", "MK_ACC_BULK=1")],
+                         ids=["one-copy", "three-copies-strided", "two-copies-bulk"])
+def test_emulated_splitk_accumulators_carry_over_launches(defines: tuple[str, ...]) -> None:
     """dataflow_splitk's accumulators must be zero again after each launch, whatever ran between:
     three steps in a row on the same buffers (splitk, dataflow, splitk; the launch counter advances
     under both), each checked against the reference stepping the same cache."""
@@ -138,7 +140,7 @@ def test_emulated_splitk_accumulators_carry_over_launches() -> None:
     for step, variant in enumerate(("dataflow_splitk", "dataflow", "dataflow_splitk")):
         token, position = 11 + step, 30 + step
         expected = ref.decode_step(token, position, k, v)
-        emulate_decode(buffers, variant, token=token, position=position, blocks=5, seed=step)
+        emulate_decode(buffers, variant, token=token, position=position, blocks=5, seed=step, defines=defines)
         assert_close(buffers["logits"], expected, name=f"step {step} ({variant}) logits", **LOGIT_TOLERANCE[TINY.name])
         assert not buffers["down_acc"].any(), f"accumulators not zero after step {step} ({variant})"
     assert buffers["counters"][-2] == 3, "launch counter"
