@@ -62,9 +62,11 @@ constexpr int kGridWordSlot = 2 * kKVHeads;   // counters[]: the own grid barrie
 constexpr int kLaunchSlot = 2 * kKVHeads + 1; // counters[]: launches of the dataflow variants so far
 constexpr int kAccReadSlot = 2 * kKVHeads + 2; // counters[]: blocks done reading the last layer's accumulator
 // Fewest keys per split-attention unit in the dataflow variants (a whole number of tiles): every
-// further unit costs the combine a record, and the combine itself a round trip to L2.
+// further unit costs the combine a record, and the combine itself a round trip to L2. 64 keys (the
+// most attention_unit_preloaded takes) measured best on the H200 (session 11: at p=50 0.709 vs
+// 0.739 ms/token with 32; 128 slower at every position from 10 to 1000, its units no longer preload).
 #ifndef MK_ATTN_MIN_CHUNK
-#define MK_ATTN_MIN_CHUNK 32
+#define MK_ATTN_MIN_CHUNK 64
 #endif
 constexpr int kAttnMinChunk = MK_ATTN_MIN_CHUNK;
 
@@ -1434,12 +1436,21 @@ static_assert(kInter / kKVHeads <= kGqa * kAttnMaxChunk, "dataflow_splitk: a blo
 #ifndef MK_ACC_STRIDE
 #define MK_ACC_STRIDE 1
 #endif
+// Measured on the H200 (session 11, dataflow_splitk vs dataflow at p=1 / 200): one copy, stride 1,
+// one atomic per output 1.005x / 1.034x; stride 4 0.968x / 0.986x; stride 16 0.930x / 0.957x; 4
+// copies 0.979x / 1.006x; bulk 1.021x / 1.039x. Spreading the words over more L2 lines or copies
+// only adds requests: what costs is the number of requests, which the bulk reduction cuts to a
+// few per block.
 #ifndef MK_ACC_BULK
-#define MK_ACC_BULK 0
+#define MK_ACC_BULK 1
 #endif
 constexpr int kAccCopies = MK_ACC_COPIES;
 constexpr int kAccStride = MK_ACC_STRIDE;
+#if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr bool kAccBulk = false;  // no bulk reduction before sm_90: one atomic per output
+#else
 constexpr bool kAccBulk = MK_ACC_BULK != 0;
+#endif
 constexpr int kAccWordsPerOutput = 16;
 static_assert(kAccCopies >= 1 && kAccCopies <= 4 && kAccStride >= 1 && kAccCopies * kAccStride <= kAccWordsPerOutput,
               "MK_ACC_COPIES (1-4) x MK_ACC_STRIDE must fit the 16 words per output of down_acc");

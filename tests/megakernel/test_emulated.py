@@ -125,8 +125,8 @@ def test_emulated_ring_with_odd_page_rows(variant: str) -> None:
     check_emulated_step(ODD_PAGE_ROWS, variant, 5, 40, False)
 
 
-@pytest.mark.parametrize("defines", [(), ("MK_ACC_COPIES=3", "MK_ACC_STRIDE=2"), ("MK_ACC_COPIES=2", "MK_ACC_BULK=1")],
-                         ids=["one-copy", "three-copies-strided", "two-copies-bulk"])
+@pytest.mark.parametrize("defines", [(), ("MK_ACC_BULK=0", "MK_ACC_COPIES=3", "MK_ACC_STRIDE=2"), ("MK_ACC_COPIES=2",)],
+                         ids=["default-bulk", "three-copies-strided-atomics", "two-copies-bulk"])
 def test_emulated_splitk_accumulators_carry_over_launches(defines: tuple[str, ...]) -> None:
     """dataflow_splitk's accumulators must be zero again after each launch, whatever ran between:
     three steps in a row on the same buffers (splitk, dataflow, splitk; the launch counter advances
