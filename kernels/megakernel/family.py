@@ -7,13 +7,13 @@ SOURCES = (Path(__file__).with_name("megakernel.cu"), Path(__file__).with_name("
 
 # Template argument of megakernel_decode<V> is the index in this tuple.
 VARIANTS = ("baseline", "redundant_rmsnorm", "head_based", "fused", "fused_prefetch", "fused_stream", "fused_ring",
-            "dataflow", "dataflow_splitk", "dataflow_mma")
+            "dataflow", "dataflow_splitk")
 
 # Variants whose weights go through the shared-memory ring: their launch needs kSharedBytesRing
 # (204 KiB for Qwen3-0.6B: 208,944 B) of dynamic shared memory instead of 43 KiB (44,128 B).
-RING_VARIANTS = frozenset({"fused_ring", "dataflow", "dataflow_splitk", "dataflow_mma"})
+RING_VARIANTS = frozenset({"fused_ring", "dataflow", "dataflow_splitk"})
 # Variants with no grid barrier (LL words): at most DATAFLOW_MAX_BLOCKS blocks, each owning a residual row.
-DATAFLOW_VARIANTS = frozenset({"dataflow", "dataflow_splitk", "dataflow_mma"})
+DATAFLOW_VARIANTS = frozenset({"dataflow", "dataflow_splitk"})
 
 # The fastest variant measured, chosen from measurements: H200, 2026-11-22, session 10 (perf suite,
 # measurements/2026-11-22-h200-session10/), ms/token at positions 1 / 10 / 50 / 100 / 200 / 1000:
@@ -24,15 +24,15 @@ BEST_VARIANT = "dataflow"
 # Variants not yet measured on any GPU. The absolute gates time these too and gate the fastest of
 # BEST_VARIANT and these, so a faster new variant is judged without editing this file first;
 # after a measured run, move the winner into BEST_VARIANT (with its numbers) and empty this.
-UNMEASURED_VARIANTS: tuple[str, ...] = ("dataflow_splitk", "dataflow_mma")
+UNMEASURED_VARIANTS: tuple[str, ...] = ("dataflow_splitk",)
 GATE_CANDIDATES = (BEST_VARIANT, *UNMEASURED_VARIANTS)
 
 # Grid-wide syncs per layer, and barriers over one kv head's group of blocks (head_based only).
 # The final RMSNorm adds one grid sync in the baseline, none elsewhere.
 GRID_SYNCS_PER_LAYER = {"baseline": 8, "redundant_rmsnorm": 6, "head_based": 4, "fused": 5, "fused_prefetch": 5,
-                        "fused_stream": 5, "fused_ring": 5, "dataflow": 0, "dataflow_splitk": 0, "dataflow_mma": 0}
+                        "fused_stream": 5, "fused_ring": 5, "dataflow": 0, "dataflow_splitk": 0}
 GROUP_BARRIERS_PER_LAYER = {"baseline": 0, "redundant_rmsnorm": 0, "head_based": 2, "fused": 0, "fused_prefetch": 0,
-                            "fused_stream": 0, "fused_ring": 0, "dataflow": 0, "dataflow_splitk": 0, "dataflow_mma": 0}
+                            "fused_stream": 0, "fused_ring": 0, "dataflow": 0, "dataflow_splitk": 0}
 
 PERF_POSITIONS = (1, 10, 50, 100, 200, 1000)
 ROOFLINE_POSITIONS = tuple(p for p in PERF_POSITIONS if p <= 200)  # where the 50% target applies
@@ -48,7 +48,6 @@ COMPARISONS = {
     "fused_ring_vs_fused": ("fused_ring", "fused"),  # same phases and syncs; isolates the weight ring
     "dataflow_vs_fused_ring": ("dataflow", "fused_ring"),  # same phases; LL words instead of grid syncs
     "dataflow_splitk_vs_dataflow": ("dataflow_splitk", "dataflow"),  # no activation exchange
-    "dataflow_mma_vs_dataflow_splitk": ("dataflow_mma", "dataflow_splitk"),  # tensor-core dot products
 }
 GATE_POSITIONS = (1, 200, 1000)
 
@@ -97,9 +96,6 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
         "dataflow_splitk_vs_dataflow@1": None,
         "dataflow_splitk_vs_dataflow@200": None,
         "dataflow_splitk_vs_dataflow@1000": None,
-        "dataflow_mma_vs_dataflow_splitk@1": None,
-        "dataflow_mma_vs_dataflow_splitk@200": None,
-        "dataflow_mma_vs_dataflow_splitk@1000": None,
     },
 }
 

@@ -14,7 +14,7 @@ import numpy as np
 from kernels.megakernel.config import ModelConfig
 from kernels.megakernel.family import (COMPILE_OPTIONS, DATAFLOW_VARIANTS, GRID_SYNC_NAME_EXPRESSIONS, RING_VARIANTS, SOURCES,
                                       VARIANTS)
-from kernels.megakernel.layout import THREADS, DecodeBuffers, mma_shape_supported, shared_bytes, trace_stride
+from kernels.megakernel.layout import THREADS, DecodeBuffers, shared_bytes, trace_stride
 
 GRID_SYNC_MODES = ("cooperative_groups", "subset_barrier")  # grid_sync_loop<0>, <1>
 DATAFLOW_MAX_BLOCKS = 160  # 32 x kMaxProbesPerLane in megakernel.cu
@@ -144,9 +144,6 @@ class Megakernel:
         if variant in DATAFLOW_VARIANTS and self.grid_blocks > min(DATAFLOW_MAX_BLOCKS, self.config.hidden):
             raise ValueError(f"{variant} runs on at most {min(DATAFLOW_MAX_BLOCKS, self.config.hidden)} blocks "
                              f"(kMaxProbesPerLane x 32, and one residual row per block); grid_blocks={self.grid_blocks}")
-        if variant == "dataflow_mma" and not mma_shape_supported(self.config):
-            raise ValueError(f"dataflow_mma does not support the shape {self.config.name} (its ring pages must hold "
-                             "whole 16-row tiles in whole groups: power-of-two hidden and q sizes)")
         if not 0 <= token < self.config.vocab:
             raise ValueError(f"token must be in [0, {self.config.vocab}), got {token}")
         if not 0 <= position < self.max_seq:

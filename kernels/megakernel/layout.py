@@ -20,7 +20,6 @@ POINTER_FIELDS: tuple[str, ...] = (
     "norm_in", "norm_post", "norm_q", "norm_k", "norm_final", "rope",
     "k_cache", "v_cache", "logits", "residual", "normed", "qkv", "q_rot",
     "attn_partial", "attn_out", "act", "sumsq_partial", "counters", "ll", "w_down_t", "down_acc",
-    "w_qkv_f", "w_o_f", "w_gate_up_f",
 )
 SCALAR_FIELDS: tuple[str, ...] = ("vocab", "max_seq")
 PARAM_FIELDS = POINTER_FIELDS + SCALAR_FIELDS
@@ -98,7 +97,7 @@ def pack_weights(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> dict
     def stack(name: str) -> np.ndarray:
         return np.stack([w(layer, name) for layer in layers])
 
-    packed = {
+    return {
         "embed": np.asarray(weights["model.embed_tokens.weight"], dtype=np.uint16),
         "w_qkv": qkv.reshape(c.layers, c.qkv_rows, c.hidden),
         "w_o": stack("self_attn.o_proj.weight"),
@@ -112,45 +111,6 @@ def pack_weights(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> dict
         "norm_k": stack("self_attn.k_norm.weight"),
         "norm_final": np.asarray(weights["model.norm.weight"], dtype=np.uint16),
     }
-    # dataflow_mma's tensor-core copies (shapes whose rows are not whole tiles keep the plain copy:
-    # that variant refuses them)
-    for name in ("w_qkv", "w_o", "w_gate_up"):
-        rows = packed[name].shape[1]
-        packed[name + "_f"] = fragment_order(packed[name]) if rows % MMA_TILE_ROWS == 0 else packed[name]
-    return packed
-
-
-MMA_TILE_ROWS = 16  # kMmaTileRows
-
-
-def fragment_order(matrix: np.ndarray) -> np.ndarray:
-    """``[..., rows, k]`` bf16 bits -> the same bytes with every 16-row tile in mma fragment order
-    (dataflow_mma): per tile, k-block kb (16 columns) is 512 bytes, 16 per lane l = 4g + q: the
-    words (row g, cols 2q, 2q+1), (row g + 8, cols 2q, 2q+1), (row g, cols 2q + 8, 2q + 9),
-    (row g + 8, cols 2q + 8, 2q + 9) of PTX's m16n8k16 A fragment, lower column in the low half."""
-    *lead, rows, k = matrix.shape
-    if rows % MMA_TILE_ROWS or k % 16:
-        raise ValueError(f"fragment_order needs rows % 16 == 0 and k % 16 == 0, got {rows} x {k}")
-    # (tiles, row half h, g, kb, column half c, q, e) -> (tiles, kb, g, q, c, h, e)
-    t = matrix.reshape(*lead, rows // 16, 2, 8, k // 16, 2, 4, 2)
-    n = len(lead)
-    order = [*range(n), n, n + 3, n + 2, n + 5, n + 4, n + 1, n + 6]
-    return np.ascontiguousarray(t.transpose(order)).reshape(matrix.shape)
-
-
-def mma_shape_supported(config: ModelConfig) -> bool:
-    """kMmaShapeOk in megakernel.cu: dataflow_mma's groups are whole ring pages and whole tiles."""
-    def page_rows(k: int, rows_per_out: int) -> int:
-        return PAGE_BYTES // (2 * k) // rows_per_out * rows_per_out
-
-    def ok(k: int, rows_per_out: int) -> bool:
-        warps_k = min(THREADS // 32, k // 16)
-        partial = max(4096, (THREADS // 32) * config.gqa * HEAD_DIM)
-        group = max(16, min(3 * page_rows(k, rows_per_out) // 16 * 16, partial // 2 // warps_k // 16 * 16))
-        return page_rows(k, rows_per_out) > 0 and group % page_rows(k, rows_per_out) == 0 and 2 * group * warps_k <= partial
-
-    return (ok(config.hidden, 1) and ok(config.hidden, 2) and ok(config.q_dim, 1) and config.qkv_rows % 16 == 0
-            and config.hidden % 16 == 0 and (2 * config.intermediate) % 16 == 0)
 
 
 def max_attention_units(max_seq: int) -> int:

@@ -69,7 +69,6 @@ constexpr int kAccReadSlot = 2 * kKVHeads + 2; // counters[]: blocks done readin
 #define MK_ATTN_MIN_CHUNK 64
 #endif
 constexpr int kAttnMinChunk = MK_ATTN_MIN_CHUNK;
-constexpr int kMmaTileRows = 16;  // dataflow_mma: weight rows per tensor-core tile (mma m16n8k16)
 
 __host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
 template <int N> struct IntTag { static constexpr int value = N; };  // an int as a type (template lambdas)
@@ -116,9 +115,6 @@ struct MegakernelParams {
     unsigned long long* ll;    // [hidden + qkv rows + q_heads * 128 + inter + blocks]: LL words (dataflow)
     const bf16_t* w_down_t;    // [layers][inter][hidden]: w_down transposed (dataflow_splitk)
     unsigned long long* down_acc;  // [layers][hidden][16]: fixed-point accumulators, zero between launches
-    const bf16_t* w_qkv_f;     // w_qkv, w_o, w_gate_up with each 16-row tile in mma fragment order (dataflow_mma)
-    const bf16_t* w_o_f;
-    const bf16_t* w_gate_up_f;
     long long vocab;
     long long max_seq;
 };
@@ -140,8 +136,6 @@ struct MegakernelParams {
 // dataflow:       the ring variant with no grid barrier: every value another block needs travels
 //                 as an LL word (value + flag), and each consumer waits for exactly the values it
 //                 reads (q/k/v of its head, the whole attention output, residual, activations).
-// mma:            QKV, O and gate/up dot products on the tensor cores (mma.sync, 16-row weight tiles
-//                 stored in fragment order; the input split into two bf16 halves, hi + lo).
 // splitk:         the down projection split over K: each block multiplies its own SwiGLU outputs
 //                 by its rows of W_down^T and adds the partial vector into an L2 accumulator with
 //                 integer atomics, so the activations are never exchanged (4 exchanges per layer).
@@ -149,52 +143,47 @@ template <int V> struct Variant;
 template <> struct Variant<0> {  // baseline: 8 grid syncs per layer
     static constexpr bool redundant_norm = false, head_groups = false, fused_qk = false,
                           norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false,
-                          splitk = false, mma = false;
+                          splitk = false;
 };
 template <> struct Variant<1> {  // redundant RMSNorm: 6
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = false,
                           norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false,
-                          splitk = false, mma = false;
+                          splitk = false;
 };
 template <> struct Variant<2> {  // head-based: 4 grid syncs + 2 group barriers
     static constexpr bool redundant_norm = true, head_groups = true, fused_qk = false,
                           norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false,
-                          splitk = false, mma = false;
+                          splitk = false;
 };
 template <> struct Variant<3> {  // fused phases: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = false, ring = false, dataflow = false,
-                          splitk = false, mma = false;
+                          splitk = false;
 };
 template <> struct Variant<4> {  // fused phases + L2 prefetch: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = true, stream = false, ring = false, dataflow = false,
-                          splitk = false, mma = false;
+                          splitk = false;
 };
 template <> struct Variant<5> {  // fused phases + weight stream across the barriers: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = true, ring = false, dataflow = false,
-                          splitk = false, mma = false;
+                          splitk = false;
 };
 template <> struct Variant<6> {  // fused phases + weight pages in a shared-memory ring, copied ahead: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = false,
-                          splitk = false, mma = false;
+                          splitk = false;
 };
 template <> struct Variant<7> {  // the ring's phases, exchanging LL words instead of grid barriers: 0
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true,
-                          splitk = false, mma = false;
+                          splitk = false;
 };
 template <> struct Variant<8> {  // dataflow, the down projection split over K and summed in L2: 0
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true,
-                          splitk = true, mma = false;
-};
-template <> struct Variant<9> {  // dataflow_splitk with its QKV, O and gate/up dot products on tensor cores: 0
-    static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
-                          norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true,
-                          splitk = true, mma = true;
+                          splitk = true;
 };
 
 // ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
@@ -475,25 +464,10 @@ struct StreamSlice {
 // Segment `seg` of this block's weight stream: per layer QKV, O, gate/up (interleaved rows), down;
 // then the LM head. Row splits are those of the other variants.
 // kSplitK (dataflow_splitk): the down slice is the rows of W_down^T of the block's own SwiGLU outputs.
-// kMma (dataflow_mma): QKV, O and gate/up are cut in whole 16-row tiles of the fragment-ordered copies.
-template <bool kSplitK = false, bool kMma = false>
+template <bool kSplitK = false>
 __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, int seg) {
     const int nb = gridDim.x, b = blockIdx.x;
     StreamSlice x;
-    if (kMma && seg < 4 * kLayers && seg % 4 != 3) {
-        const size_t layer = static_cast<size_t>(seg / 4);
-        const int kind = seg % 4;
-        const int rows = kind == 0 ? kQkvRows : (kind == 1 ? kHidden : 2 * kInter);
-        const int k = kind == 1 ? kQDim : kHidden;
-        const bf16_t* matrix = kind == 0 ? P.w_qkv_f : (kind == 1 ? P.w_o_f : P.w_gate_up_f);
-        int t0, nt;
-        split_range(rows / kMmaTileRows, b, nb, &t0, &nt);
-        x.row0 = t0 * kMmaTileRows;
-        x.nrows = nt * kMmaTileRows;
-        x.base = matrix + (layer * rows + x.row0) * k;
-        x.nchunks = x.nrows * (k / 8);
-        return x;
-    }
     if (seg >= 4 * kLayers) {
         split_range(static_cast<int>(P.vocab), b, nb, &x.row0, &x.nrows);
         x.base = P.embed + static_cast<size_t>(x.row0) * kHidden;
@@ -520,13 +494,7 @@ __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, i
             x.nchunks = x.nrows * (kHidden / 8);
             break;
         default:
-            if constexpr (kSplitK && kMma) {  // the SwiGLU outputs of the block's gate/up tiles
-                split_range(2 * kInter / kMmaTileRows, b, nb, &x.row0, &x.nrows);
-                x.row0 *= kMmaTileRows / 2;
-                x.nrows *= kMmaTileRows / 2;
-                x.base = P.w_down_t + (layer * kInter + x.row0) * kHidden;
-                x.nchunks = x.nrows * (kHidden / 8);
-            } else if constexpr (kSplitK) {
+            if constexpr (kSplitK) {
                 split_range(kInter, b, nb, &x.row0, &x.nrows);
                 x.base = P.w_down_t + (layer * kInter + x.row0) * kHidden;
                 x.nchunks = x.nrows * (kHidden / 8);
@@ -792,10 +760,10 @@ __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_i
 
 // The block's segment table and the slots' barriers, then the first pages in flight: kRingSlots,
 // or in a paced ring kRingPacedInFlight.
-template <bool kPaced = false, bool kSplitK = false, bool kMma = false>
+template <bool kPaced = false, bool kSplitK = false>
 __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s) {
     for (int i = threadIdx.x; i < kStreamSegments; i += kThreads) {
-        const StreamSlice x = stream_slice<kSplitK, kMma>(P, i);
+        const StreamSlice x = stream_slice<kSplitK>(P, i);
         s.seg_base[i] = reinterpret_cast<unsigned long long>(x.base);
         s.ring_rows[i] = make_int2(x.row0, x.nrows);
     }
@@ -933,119 +901,6 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     MK_MARK_VALUE(seg < 4 * kLayers ? (seg / 4) * MK_TRACE_EVENTS_PER_LAYER + 15 + seg % 4
                                     : kLayers * MK_TRACE_EVENTS_PER_LAYER + 3, waited);
 #endif
-    return epilogue_sum;
-}
-
-// ring_gemv on the tensor cores (dataflow_mma). The block's slice is whole 16-row tiles, each stored
-// in mma fragment order (layout.py: fragment_order): k-block kb (16 columns) of a tile is 512 bytes,
-// lane l's 16 of them its A fragment (4 words), so one conflict-free 16-byte shared load feeds one
-// mma. Warp w takes k-blocks w, w + 16, ... of every tile of a group; the input x is the B operand,
-// column 0 its bf16 high half and column 1 the low half (x = hi + lo to ~16 bits, so the products
-// keep about fp32's precision), built once per GEMV in registers. D's columns 0 and 1 (lanes with
-// q == 0) then hold the warp's partial sums for rows g and g + 8; the warps' partials meet in
-// shared memory and the epilogue adds them. Pages are cut as in ring_gemv (the ring copies bytes),
-// and a group is whole tiles.
-__host__ __device__ constexpr int imin(int a, int b) { return a < b ? a : b; }
-
-// Rows per group: whole tiles of up to kRingGroup pages, whose partial sums (rows x warps,
-// double-buffered) fit s.partial.
-__host__ __device__ constexpr int mma_group_rows(int k, int rows_per_out) {
-    return imax(kMmaTileRows, imin(kRingGroup * ring_page_rows(k, rows_per_out) / kMmaTileRows * kMmaTileRows,
-                                   kPartialFloats / 2 / imin(kWarps, k / 16) / kMmaTileRows * kMmaTileRows));
-}
-
-// Whether the mma GEMV supports a matrix of k columns: every group is whole pages and whole tiles.
-__host__ __device__ constexpr bool mma_shape_ok(int k, int rows_per_out) {
-    return mma_group_rows(k, rows_per_out) % ring_page_rows(k, rows_per_out) == 0 &&
-           2 * mma_group_rows(k, rows_per_out) * imin(kWarps, k / 16) <= kPartialFloats;
-}
-// The model shape's three mma matrices (QKV and gate/up on the hidden size, O on the q dimension).
-constexpr bool kMmaShapeOk = mma_shape_ok(kHidden, 1) && mma_shape_ok(kHidden, 2) && mma_shape_ok(kQDim, 1) &&
-                             kQkvRows % kMmaTileRows == 0 && kHidden % kMmaTileRows == 0 &&
-                             (2 * kInter) % kMmaTileRows == 0;
-
-template <int kK, int kRowsPerOut, typename Epilogue>
-__device__ __forceinline__ float ring_gemv_mma(Ring& ring, int seg, const float* x_s, const Shared& s,
-                                               Epilogue epilogue) {
-    constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut);
-    constexpr int kPageBytes_ = kPageRows * kK * 2;  // bytes of a full page of this segment
-    constexpr int kKb = kK / 16;                     // k-blocks per tile
-    constexpr int kWarpsK = imin(kWarps, kKb);       // warps with k-blocks
-    constexpr int kKbPerWarp = ceil_div_constexpr(kKb, kWarps);
-    constexpr int kGroupRows = mma_group_rows(kK, kRowsPerOut);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
-    const int2 slice = s.ring_rows[seg];
-    float epilogue_sum = 0.f;
-
-    // B fragments: lanes 0-3 (column 0) the high halves, lanes 4-7 (column 1) the low halves.
-    unsigned bx[kKbPerWarp][2];
-#pragma unroll
-    for (int i = 0; i < kKbPerWarp; ++i) {
-        bx[i][0] = bx[i][1] = 0u;
-        const int kb = warp + i * kWarps;
-        if (kb < kKb && g < 2) {
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int k = kb * 16 + half * 8 + 2 * q;  // x[k], x[k + 1]: adjacent in vec_slot order
-                const float2 xv = *reinterpret_cast<const float2*>(x_s + vec_slot(k));
-                unsigned hi, lo;
-                split_bf16x2(xv.x, xv.y, &hi, &lo);
-                bx[i][half] = g == 0 ? hi : lo;
-            }
-        }
-    }
-
-    for (int r0 = 0; r0 < slice.y; r0 += kGroupRows) {
-        const int rows = min(kGroupRows, slice.y - r0);
-        const int pages = ceil_div(rows, kPageRows);
-        if (ring_issuer()) {
-            while (ring.issued < ring.consumed + pages) ring_issue_next<true>(s, ring);
-        }
-        for (int p = 0; p < pages; ++p) {
-            const int n = ring.consumed + p;
-            page_wait(s.ring_full + n % kRingSlots, static_cast<unsigned>(n / kRingSlots));
-        }
-        page_group_wait(0, ring_issuer());
-        float* sums = s.partial + (ring.groups & 1) * (kPartialFloats / 2);
-        if (warp < kWarpsK) {
-            const int tiles = rows / kMmaTileRows;
-            for (int t = 0; t < tiles; ++t) {
-                float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-                for (int i = 0; i < kKbPerWarp; ++i) {
-                    const int kb = warp + i * kWarps;
-                    if (kb < kKb) {
-                        const int byte = (t * kKb + kb) * 512;
-                        const int page = byte / kPageBytes_;
-                        const uint4 a = *reinterpret_cast<const uint4*>(
-                            s.ring + ((ring.consumed + page) % kRingSlots) * kPageBytes + (byte - page * kPageBytes_) +
-                            lane * 16);
-                        mma_bf16_16816(d, a, bx[i][0], bx[i][1]);
-                    }
-                }
-                // Column 1 (lane q == 0's d[1], d[3]) is the low halves' share: add it to column 0's.
-                if (q == 0) {
-                    sums[(t * kMmaTileRows + g) * kWarpsK + warp] = d[0] + d[1];
-                    sums[(t * kMmaTileRows + g + 8) * kWarpsK + warp] = d[2] + d[3];
-                }
-            }
-        }
-        __syncthreads();  // the group's slots are free and the partial sums complete
-        ring.consumed += pages;
-        ++ring.groups;
-        if (ring_issuer()) ring_pump<true>(s, ring, kRingPacedInFlight);
-        for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
-            float v[kRowsPerOut];
-#pragma unroll
-            for (int j = 0; j < kRowsPerOut; ++j) {
-                float total = 0.f;
-#pragma unroll
-                for (int w = 0; w < kWarpsK; ++w) total += sums[(o * kRowsPerOut + j) * kWarpsK + w];
-                v[j] = total;
-            }
-            epilogue_sum += epilogue(slice.x + r0 + o * kRowsPerOut, v);
-        }
-    }
     return epilogue_sum;
 }
 
@@ -2005,8 +1860,6 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     static_assert((T::stream || T::ring) && T::fused_qk && T::norm_partials && T::redundant_norm && !T::head_groups,
                   "the stream step implements the fused phase list");
     static_assert(!T::dataflow || T::ring, "dataflow runs on the ring");
-    static_assert(!T::mma || T::splitk, "the mma step is dataflow_splitk's");
-    if constexpr (T::mma && !kMmaShapeOk) return;  // launch.py refuses such shapes (mma_shape_supported)
     const Shared s = carve_shared();
     const int nb = gridDim.x, b = blockIdx.x;
     const AttentionSplit split = attention_split(position + 1, nb / kKVHeads, T::dataflow ? kAttnMinChunk : kAttnTile);
@@ -2024,7 +1877,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     uint4 w[kStreamDepth];
     Ring ring{0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
-        ring = ring_start<T::dataflow, T::splitk, T::mma>(P, s);
+        ring = ring_start<T::dataflow, T::splitk>(P, s);
     } else {
         stream_start(P, s, w);
     }
@@ -2032,9 +1885,6 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto gemv = [&](auto k_tag, auto rows_per_out_tag, int seg, auto epilogue) -> float {
         constexpr int kK = decltype(k_tag)::value, kRowsPerOut = decltype(rows_per_out_tag)::value;
         if constexpr (T::ring) {
-            if constexpr (T::mma && kMmaShapeOk) {
-                if (seg < 4 * kLayers) return ring_gemv_mma<kK, kRowsPerOut>(ring, seg, s.vec, s, epilogue);
-            }
             return ring_gemv<kK, kRowsPerOut, T::dataflow, T::splitk>(ring, seg, s.vec, s, epilogue);
         } else {
             return stream_gemv<kK, kRowsPerOut>(w, seg, stream_slice(P, seg), s.vec, s, epilogue);
@@ -2165,7 +2015,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         }
         MK_MARK(ev + 6);
         {
-            const StreamSlice x = stream_slice<T::splitk, T::mma>(P, 4 * layer + 1);
+            const StreamSlice x = stream_slice(P, 4 * layer + 1);
             publish(gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_o), x.nrows, kLLResidualO);
         }
         MK_MARK(ev + 7);
@@ -2268,4 +2118,3 @@ template __global__ void megakernel_decode<5>(const __grid_constant__ mk::Megake
 template __global__ void megakernel_decode<6>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<7>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<8>(const __grid_constant__ mk::MegakernelParams, const int, const int);
-template __global__ void megakernel_decode<9>(const __grid_constant__ mk::MegakernelParams, const int, const int);

@@ -402,61 +402,6 @@ __device__ __forceinline__ float ll_load(const unsigned long long* p, unsigned f
     return ll_value(p, ll_load_word(p), flag);
 }
 
-// ---- tensor cores (dataflow_mma) ----------------------------------------------------------------
-// d += A B for one warp: mma.sync m16n8k16, bf16 inputs, fp32 accumulators, in PTX's fragment
-// layout (lane l, g = l / 4, q = l % 4): a = A[g][2q, 2q+1], A[g+8][2q, 2q+1], A[g][2q+8, 2q+9],
-// A[g+8][2q+8, 2q+9]; b0 = B[2q, 2q+1][g], b1 = B[2q+8, 2q+9][g]; d = D[g][2q], D[g][2q+1],
-// D[g+8][2q], D[g+8][2q+1]. Two bf16 per 32-bit word, the lower index in the low half. The
-// emulator gathers every lane's operands by shuffles and multiplies in fp32.
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint4 a, unsigned b0, unsigned b1) {
-#ifdef MK_EMULATE
-    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    float arow[2][16], bcol[2][16];
-    for (int m = 0; m < 32; ++m) {
-        const int src = lane ^ m, sg = src >> 2, sq = src & 3;
-        const uint4 as = __shfl_xor_sync(kFullMask, a, m);
-        const uint2 bs = __shfl_xor_sync(kFullMask, make_uint2(b0, b1), m);
-        if (sg == g) {
-            const unsigned words[4] = {as.x, as.y, as.z, as.w};
-            for (int w = 0; w < 4; ++w) {
-                const int row = w & 1, col = 2 * sq + (w >> 1) * 8;
-                arow[row][col] = bf16_low(words[w]);
-                arow[row][col + 1] = bf16_high(words[w]);
-            }
-        }
-        for (int c = 0; c < 2; ++c) {
-            if (sg == 2 * q + c) {
-                bcol[c][2 * sq] = bf16_low(bs.x);
-                bcol[c][2 * sq + 1] = bf16_high(bs.x);
-                bcol[c][2 * sq + 8] = bf16_low(bs.y);
-                bcol[c][2 * sq + 9] = bf16_high(bs.y);
-            }
-        }
-    }
-    for (int r = 0; r < 2; ++r) {
-        for (int c = 0; c < 2; ++c) {
-            float acc = 0.f;
-            for (int k = 0; k < 16; ++k) acc = fmaf(arow[r][k], bcol[c][k], acc);
-            d[2 * r + c] += acc;
-        }
-    }
-#else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
-#endif
-}
-
-// Two fp32 values as bf16 halves: x = hi + lo to ~16 significant bits (hi = bf16(x), lo = bf16(x - hi)).
-__device__ __forceinline__ void split_bf16x2(float x0, float x1, unsigned* hi, unsigned* lo) {
-    const bf16_t h0 = float_to_bf16(x0), h1 = float_to_bf16(x1);
-    const bf16_t l0 = float_to_bf16(x0 - bf16_to_float(h0)), l1 = float_to_bf16(x1 - bf16_to_float(h1));
-    *hi = static_cast<unsigned>(h0) | (static_cast<unsigned>(h1) << 16);
-    *lo = static_cast<unsigned>(l0) | (static_cast<unsigned>(l1) << 16);
-}
-
 // ---- fixed-point accumulators (dataflow_splitk) --------------------------------------------------
 // A sum over blocks in one 64-bit word: each block adds (1 << 56) + its value in units of 2^-32 with
 // one integer atomic. Integer addition is exact and associative, so the sum is the same in

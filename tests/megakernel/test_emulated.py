@@ -59,9 +59,6 @@ MAX_SEQ = 1152
         ("dataflow_splitk", TINY.kv_heads, 1100, False),
         ("dataflow_splitk", 13, 300, False),
         ("dataflow_splitk", 7, 70, False),
-        ("dataflow_mma", TINY.kv_heads, 0, False),
-        ("dataflow_mma", 13, 300, False),
-        ("dataflow_mma", 7, 1100, False),
     ],
 )
 def test_emulated_step_matches_reference(variant: str, blocks: int, position: int, own_grid_barrier: bool) -> None:
@@ -73,7 +70,7 @@ def test_emulated_step_matches_reference(variant: str, blocks: int, position: in
 WIDE_VOCAB = dataclasses.replace(TINY, name="tiny", vocab=9001)
 
 
-@pytest.mark.parametrize("variant", ["fused", "fused_stream", "fused_ring", "dataflow", "dataflow_splitk", "dataflow_mma"])
+@pytest.mark.parametrize("variant", ["fused", "fused_stream", "fused_ring", "dataflow", "dataflow_splitk"])
 def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     check_emulated_step(WIDE_VOCAB, variant, TINY.kv_heads, 5, False)
 
@@ -140,7 +137,7 @@ def test_emulated_splitk_accumulators_carry_over_launches(defines: tuple[str, ..
     buffers = DecodeBuffers.build(TINY, weights, MAX_SEQ, max_blocks=5)
     buffers["k_cache"][...] = k
     buffers["v_cache"][...] = v
-    for step, variant in enumerate(("dataflow_splitk", "dataflow", "dataflow_mma")):
+    for step, variant in enumerate(("dataflow_splitk", "dataflow", "dataflow_splitk")):
         token, position = 11 + step, 30 + step
         expected = ref.decode_step(token, position, k, v)
         emulate_decode(buffers, variant, token=token, position=position, blocks=5, seed=step, defines=defines)

@@ -35,14 +35,7 @@ struct uint3 {
 struct alignas(8) int2 {
     int x, y;
 };
-struct alignas(8) uint2 {
-    unsigned x, y;
-};
-struct alignas(8) float2 {
-    float x, y;
-};
 inline int2 make_int2(int x, int y) { return int2{x, y}; }
-inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline int min(int a, int b) { return a < b ? a : b; }

@@ -37,7 +37,7 @@ struct Fiber {
 
 struct Warp {
     Barrier barrier;
-    alignas(16) unsigned char slots[32][16];  // a shuffled value: up to 16 bytes (uint4)
+    unsigned long long slots[32];
 };
 
 struct Block {
@@ -93,10 +93,6 @@ void warp_exchange(const void* value, void* out, int size, int lane_mask) {
     const int t = static_cast<int>(fibers[current].state.thread_idx.x);
     Warp& warp = current_block().warps[t / 32];
     const int lane = t % 32;
-    if (size > static_cast<int>(sizeof(warp.slots[0]))) {
-        fprintf(stderr, "warp_exchange of %d bytes: at most 16\n", size);
-        abort();
-    }
     memcpy(&warp.slots[lane], value, size);
     arrive_and_wait(warp.barrier);
     memcpy(out, &warp.slots[lane ^ lane_mask], size);
@@ -189,7 +185,6 @@ int mk_emulate_decode(int variant, const void* params, int token, int position, 
         case 6: body = [p, token, position] { megakernel_decode<6>(p, token, position); }; break;
         case 7: body = [p, token, position] { megakernel_decode<7>(p, token, position); }; break;
         case 8: body = [p, token, position] { megakernel_decode<8>(p, token, position); }; break;
-        case 9: body = [p, token, position] { megakernel_decode<9>(p, token, position); }; break;
         default: snprintf(error, error_bytes, "unknown variant %d", variant); return 1;
     }
     const int shared = variant >= 6 ? mk::kSharedBytesRing : mk::kSharedBytes;
