@@ -744,6 +744,14 @@ __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
 #define MK_RING_PACED_IN_FLIGHT 2
 #endif
 constexpr int kRingPacedInFlight = MK_RING_PACED_IN_FLIGHT;
+// dataflow_splitk's pace: with the bulk reductions sharing the memory system, one page at a time
+// measured best on the H200 (session 11, p=1 / 200: 1 page 0.678 / 0.733 ms, 2 pages 0.697 / 0.751,
+// 3 pages 0.700 / 0.752).
+#ifndef MK_SPLITK_PACED_IN_FLIGHT
+#define MK_SPLITK_PACED_IN_FLIGHT 1
+#endif
+template <bool kSplitK>
+constexpr int kPacedInFlight = kSplitK ? MK_SPLITK_PACED_IN_FLIGHT : MK_RING_PACED_IN_FLIGHT;
 #ifndef MK_ATTN_TOPUP
 #define MK_ATTN_TOPUP 0
 #endif
@@ -778,7 +786,7 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
     __syncthreads();
     Ring ring{0, 0, 0, 0, 0, 0};
     if (ring_issuer()) {
-        for (int i = 0; i < (kPaced ? kRingPacedInFlight : kRingSlots); ++i) ring_issue_next<kSplitK>(s, ring);
+        for (int i = 0; i < (kPaced ? kPacedInFlight<kSplitK> : kRingSlots); ++i) ring_issue_next<kSplitK>(s, ring);
     }
     return ring;
 }
@@ -798,6 +806,9 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
                                            const Shared& s, Epilogue epilogue) {
     constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut);
     constexpr int kParts = ring_parts(kK, kRowsPerOut);
+#if defined(MK_TRACE) && !defined(MK_TRACE_SUBPHASE_SEGMENT)
+#define MK_TRACE_SUBPHASE_SEGMENT 2  // whose first page group the sub-phase events time: 0 QKV, 1 O, 2 gate/up
+#endif
     constexpr int kPartChunks = kK / 8 / kParts;  // 16-byte chunks per item, a multiple of 32
     constexpr int kRowChunks = kK / 8;
     constexpr int kWarpsPerPart = kWarps / kParts;
@@ -827,7 +838,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
         waited += clock64() - wait_start;
         // Sub-phases of the first gate/up group: after its page waits, its dot products, the block
         // barrier and the epilogue.
-        const bool trace_group = seg < 4 * kLayers && seg % 4 == 2 && r0 == 0;
+        const bool trace_group = seg < 4 * kLayers && seg % 4 == MK_TRACE_SUBPHASE_SEGMENT && r0 == 0;
         const int trace_ev = (seg / 4) * MK_TRACE_EVENTS_PER_LAYER + 19;
         if (trace_group) MK_MARK(trace_ev);
 #endif
@@ -883,7 +894,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
                 while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments)
                     ring_issue_next<kSplitK>(s, ring);
             } else {
-                ring_pump<kSplitK>(s, ring, kRingPacedInFlight);
+                ring_pump<kSplitK>(s, ring, kPacedInFlight<kSplitK>);
             }
         }
         for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
@@ -1544,7 +1555,7 @@ __device__ __forceinline__ void ring_down_splitk(Ring& ring, int seg, const floa
             if (!kPaced) {
                 for (int p = 0; p < pages; ++p) ring_issue_next<true>(s, ring);
             } else {
-                ring_pump<true>(s, ring, kRingPacedInFlight);
+                ring_pump<true>(s, ring, kPacedInFlight<true>);
             }
         }
     }
@@ -1896,7 +1907,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     };
     // The issuing warp, while it waits for other blocks (dataflow): the next page if the pace allows.
     auto pump = [&]() {
-        if constexpr (T::ring) ring_pump<T::splitk>(s, ring, kRingPacedInFlight);
+        if constexpr (T::ring) ring_pump<T::splitk>(s, ring, kPacedInFlight<T::splitk>);
     };
     using Hidden = IntTag<kHidden>;
     using QDim = IntTag<kQDim>;

@@ -31,20 +31,30 @@ PHASES = (
     ("load attn_out", 5, 6), ("o gemv", 6, 7), ("barrier 3", 7, 8), ("rmsnorm (post)", 8, 9),
     ("gate/up gemv", 9, 10), ("barrier 4", 10, 11), ("load act", 11, 12), ("down gemv", 12, 13),
     ("barrier 5", 13, 14),
-    ("  gate/up group 1: page waits", 9, 19), ("  gate/up group 1: dot products", 19, 20),
-    ("  gate/up group 1: block barrier", 20, 21), ("  gate/up group 1: epilogue", 21, 22),
 )
+# The GEMV whose first page group the sub-phase events (19-22) time (MK_TRACE_SUBPHASE_SEGMENT),
+# and the event at which that GEMV starts.
+SUBPHASE_SEGMENTS = {"qkv": (0, 1), "o": (1, 6), "gate_up": (2, 9)}
+
+
+def subphases(segment: str) -> tuple[tuple[str, int, int], ...]:
+    """The sub-phase rows of ``segment``'s first page group: page waits, dot products, barrier, epilogue."""
+    start = SUBPHASE_SEGMENTS[segment][1]
+    return ((f"  {segment} group 1: page waits", start, 19), (f"  {segment} group 1: dot products", 19, 20),
+            (f"  {segment} group 1: block barrier", 20, 21), (f"  {segment} group 1: epilogue", 21, 22))
 WAITS = (("  ring wait qkv", 15), ("  ring wait o", 16), ("  ring wait gate/up", 17), ("  ring wait down", 18))
 
 
-def phase_table(cycles: np.ndarray, layers: int, mhz: float) -> list[dict[str, Any]]:
+def phase_table(cycles: np.ndarray, layers: int, mhz: float, segment: str = "gate_up") -> list[dict[str, Any]]:
     """Per phase: median and max over blocks of its cycles, averaged over layers 1.., in us."""
     rows = []
     per_layer = TRACE_EVENTS_PER_LAYER
-    for name, a, b in PHASES:
+    for name, a, b in PHASES + subphases(segment):
         d = np.stack([cycles[:, layer * per_layer + b] - cycles[:, layer * per_layer + a] for layer in range(1, layers)])
+        slowest = np.bincount(d.argmax(axis=1))  # which block is slowest, counted over layers
         rows.append({"phase": name, "median_us": float(np.median(d, axis=1).mean() / mhz),
-                     "max_us": float(d.max(axis=1).mean() / mhz), "min_us": float(d.min(axis=1).mean() / mhz)})
+                     "max_us": float(d.max(axis=1).mean() / mhz), "min_us": float(d.min(axis=1).mean() / mhz),
+                     "slowest_block": int(slowest.argmax()), "slowest_share": float(slowest.max() / len(d))})
     for name, e in WAITS:
         d = np.stack([cycles[:, layer * per_layer + e] for layer in range(1, layers)])
         rows.append({"phase": name, "median_us": float(np.median(d, axis=1).mean() / mhz),
@@ -71,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="JSON file for the tables")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                         help="override a tuning macro of megakernel.cu (repeatable)")
+    parser.add_argument("--subphases", choices=sorted(SUBPHASE_SEGMENTS), default="gate_up",
+                        help="the GEMV whose first page group is timed in sub-phases")
     args = parser.parse_args(argv)
 
     import cupy
@@ -78,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     from kernels.megakernel.launch import Megakernel
 
     config = QWEN3_0_6B
-    mk = Megakernel(config, make_weights(config, 0), max_seq=MAX_SEQ, trace=True, defines=tuple(args.define))
+    defines = (*args.define, f"MK_TRACE_SUBPHASE_SEGMENT={SUBPHASE_SEGMENTS[args.subphases][0]}")
+    mk = Megakernel(config, make_weights(config, 0), max_seq=MAX_SEQ, trace=True, defines=defines)
     mk.set_kv_cache(*random_kv_cache(config, MAX_SEQ, 1))
     out: dict[str, Any] = {"tables": []}
     for variant in args.variants:
@@ -95,14 +108,15 @@ def main(argv: list[str] | None = None) -> int:
             cycles = mk.trace_cycles()
             span = float(np.median(cycles[:, config.layers * TRACE_EVENTS_PER_LAYER + 2] - cycles[:, 0]))
             mhz = span / elapsed_us  # cycles per us over the step (a slight underestimate: launch overhead)
-            rows = phase_table(cycles, config.layers, mhz)
+            rows = phase_table(cycles, config.layers, mhz, args.subphases)
             out["tables"].append({"variant": variant, "position": position, "elapsed_us": elapsed_us, "mhz": mhz,
                                   "rows": rows})
             print(f"\n{variant} p={position}: {elapsed_us:.1f} us per step (traced build), {mhz:.0f} cycles/us; "
                   "per phase over blocks, layers 1-27 averaged:")
-            print(f"{'phase':30s} {'median us':>10s} {'max us':>8s} {'min us':>8s}")
+            print(f"{'phase':30s} {'median us':>10s} {'max us':>8s} {'min us':>8s}  slowest block (share of layers)")
             for r in rows:
-                print(f"{r['phase']:30s} {r['median_us']:10.2f} {r['max_us']:8.2f} {r['min_us']:8.2f}")
+                slowest = f"  {r['slowest_block']:4d} ({r['slowest_share']:.0%})" if "slowest_block" in r else ""
+                print(f"{r['phase']:30s} {r['median_us']:10.2f} {r['max_us']:8.2f} {r['min_us']:8.2f}{slowest}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(out, f, indent=1)
