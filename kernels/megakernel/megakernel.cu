@@ -752,10 +752,6 @@ constexpr int kRingPacedInFlight = MK_RING_PACED_IN_FLIGHT;
 #endif
 template <bool kSplitK>
 constexpr int kPacedInFlight = kSplitK ? MK_SPLITK_PACED_IN_FLIGHT : MK_RING_PACED_IN_FLIGHT;
-#ifndef MK_ATTN_TOPUP
-#define MK_ATTN_TOPUP 0
-#endif
-constexpr bool kAttnTopUp = MK_ATTN_TOPUP != 0;  // dataflow_splitk: top the ring up before attention
 static_assert(kRingPacedInFlight >= 1 && kRingPacedInFlight <= kRingSlots, "pages in flight: 1 .. kRingSlots");
 
 // The issuing warp, in a paced ring: issue the next page if a slot is free and fewer than
@@ -1999,14 +1995,6 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         MK_MARK(ev + 3);
 
         // Attention with QK-norm, RoPE and the KV-cache write in its prologue.
-        if constexpr (T::splitk && kAttnTopUp) {
-            // A block with attention units does not pump its ring while it runs them: fill every
-            // free slot first, so that its later GEMVs do not wait for pages (and the others for it).
-            if (b < attention_units && ring_issuer()) {
-                while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments)
-                    ring_issue_next<true>(s, ring);
-            }
-        }
         for (int u = b; u < attention_units; u += nb) {
             const int g = u / split.units, unit = u % split.units;
             if constexpr (T::dataflow) {
