@@ -2,7 +2,7 @@
 # One batched session on the lent GPU: set up offline, check the timing engine, sweep the
 # kernel families, run the suite. Everything lands in $OUT/log.txt and $OUT/results.tgz.
 # Usage (from the repo root on the GPU machine): bash tools/device_session.sh STEP...
-#   steps: env timing sweeps correctness perf update megakernel mkquick counters xdist
+#   steps: env timing sweeps correctness perf update megakernel mkquick mkcorrect counters xdist
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpuperf-out}
@@ -79,6 +79,7 @@ step_mkquick() {
   run_pytest mk_quick tests/megakernel/test_correctness.py -k "${MK_SELECT:-fused_ring or shared_memory}"
   SWEEP_FAMILIES=megakernel SWEEP_TIMEOUT=240 SWEEP_ARGS="--skip-hf --variants ${MK_VARIANTS:-fused head_based fused_ring} --positions ${MK_POSITIONS:-1 200 1000}" step_sweeps
 }
+step_mkcorrect() { run_pytest mk_correct tests/megakernel/test_correctness.py -k "${MK_SELECT:-dataflow or shared_memory}"; }
 step_megakernel() { run_pytest mk_correctness tests/megakernel; SWEEP_FAMILIES=megakernel SWEEP_TIMEOUT=240 step_sweeps; }
 
 setup
