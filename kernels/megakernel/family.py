@@ -123,15 +123,13 @@ TARGET_SHORTFALLS: dict[str, dict[str, dict[str, Shortfall]]] = {
         "roofline": {
             "NVIDIA H200": (None, "H200 2026-11-22 (session 11): best variant dataflow_splitk at 39.7-42.6% of the "
                                   "copy-bandwidth roofline (0.680 ms/token at p=1, 0.743 at p=200), target 50%"),
-            # Met at p=1 and p=10 (51.6%, 51.3%; 0.774 and 0.779 ms/token): those gate normally.
-            "NVIDIA H100 80GB HBM3": ((50, 100, 200), "H100 SXM 2026-11-22 (session 10): dataflow at 49.3% (p=50), "
-                                                      "49.1% (p=100), 48.7% (p=200) of the copy-bandwidth roofline "
-                                                      "(2.99 TB/s), target 50%"),
+            # The H100 SXM meets it at every position <= 200 since session 11 (dataflow_splitk: 55.0% at
+            # p=1, 51.8% at p=200; measurements/2026-11-22-h100-session11/): ordinary gates there.
         },
         "hf_speedup": {
-            "NVIDIA H100 80GB HBM3": (None, "H100 SXM 2026-11-22 (session 10): dataflow 6.06x (p=1), 5.69x (p=200), "
-                                            "5.09x (p=1000) faster than transformers 5.17 with a static cache in a "
-                                            "CUDA graph (4.70 ms/token), target 8x"),
+            "NVIDIA H100 80GB HBM3": (None, "H100 SXM 2026-11-22 (session 11): dataflow_splitk 6.42x (p=1), 5.95x "
+                                            "(p=200), 5.46x (p=1000) faster than transformers 5.17 with a static "
+                                            "cache in a CUDA graph (4.67 ms/token), target 8x"),
             "*": (None, "H200 2026-11-22 (session 11): dataflow_splitk 6.99x (p=1), 6.53x (p=200), 6.03x (p=1000) "
                         "faster than transformers 5.17 with a static cache in a CUDA graph (4.77 ms/token, its "
                         "logits checked against ours), target 8x"),

@@ -89,18 +89,20 @@ def test_family_gates_name_known_variants() -> None:
     assert all(p < family.MAX_SEQ for _, p in family.HF_CHECK_STEPS)
 
 
-def test_target_shortfalls_are_per_gpu_model_and_position() -> None:
-    """The H200 falls short of the roofline target everywhere, the H100 only from position 50 (it
-    meets it at 1 and 10: those gate normally); a model not listed gates normally; the peer
-    speedup shortfall covers every sm90 model ("*")."""
+def test_target_shortfalls_are_per_gpu_model_and_position(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The H200 falls short of the roofline target everywhere, the H100 nowhere (it gates normally
+    since session 11); a model not listed gates normally; the peer speedup shortfall covers every
+    sm90 model ("*"); an entry limited to some positions applies at those only."""
     h200, h100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
     assert all(family.target_shortfall("sm90", h200, "roofline", p) for p in family.ROOFLINE_POSITIONS)
-    assert family.target_shortfall("sm90", h100, "roofline", 1) is None
-    assert family.target_shortfall("sm90", h100, "roofline", 10) is None
-    assert "48.7%" in family.target_shortfall("sm90", h100, "roofline", 200)
+    assert all(family.target_shortfall("sm90", h100, "roofline", p) is None for p in family.ROOFLINE_POSITIONS)
+    assert "8x" in family.target_shortfall("sm90", h100, "hf_speedup", 1)
     assert family.target_shortfall("sm90", "NVIDIA GH200 480GB", "roofline", 1) is None
     assert "8x" in family.target_shortfall("sm90", "NVIDIA GH200 480GB", "hf_speedup", 1)
     assert family.target_shortfall("sm80", h200, "roofline", 1) is None
+    monkeypatch.setitem(family.TARGET_SHORTFALLS["sm90"]["roofline"], h100, ((50, 200), "short at 50 and 200"))
+    assert family.target_shortfall("sm90", h100, "roofline", 10) is None
+    assert family.target_shortfall("sm90", h100, "roofline", 200) == "short at 50 and 200"
     for by_model in family.TARGET_SHORTFALLS["sm90"].values():
         for positions, what in by_model.values():
             assert what and (positions is None or set(positions) <= set(family.PERF_POSITIONS))
