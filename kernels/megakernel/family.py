@@ -198,7 +198,9 @@ GRID_SYNC_NAME_EXPRESSIONS = ("grid_sync_loop<0>", "grid_sync_loop<1>")  # coope
 # LDG.E.NA.128.CONSTANT) in variants 0-5, fused_prefetch issues the sm_90 bulk L2 prefetch
 # (cp.async.bulk.prefetch.L2 -> UBLKPF.L2; compiled for sm_90 only), and fused_ring copies its
 # weight pages with bulk copies and waits on mbarriers on sm_90 (UBLKCP.S.G, SYNCS.PHASECHK), with
-# 16-byte cp.async (LDGSTS.E.BYPASS.128) before sm_90.
+# 16-byte cp.async (LDGSTS.E.BYPASS.128) before sm_90, as do dataflow and dataflow_splitk; the
+# latter adds its partials with one bulk reduction on sm_90 (cp.reduce.async.bulk ... add.u64 ->
+# UBLKRED.G.S.ADD.U64) and 64-bit reductions before (RED.E.ADD.64).
 CUDA_MODULES: tuple[CudaModule, ...] = (
     CudaModule(
         "megakernel.decode",
@@ -210,10 +212,14 @@ CUDA_MODULES: tuple[CudaModule, ...] = (
         sass_facts_by_arch={
             "sm_90": {
                 f"megakernel_decode<{VARIANTS.index('fused_prefetch')}>": (r"\bUBLKPF\.L2\b",),
-                # fused_ring, dataflow: bulk copies into shared memory, mbarrier waits
-                "megakernel_decode<[67]>": (r"\bUBLKCP\.S\.G\b", r"\bSYNCS\.PHASECHK\.TRANS64"),
+                # fused_ring, dataflow, dataflow_splitk: bulk copies into shared memory, mbarrier waits
+                "megakernel_decode<[678]>": (r"\bUBLKCP\.S\.G\b", r"\bSYNCS\.PHASECHK\.TRANS64"),
+                f"megakernel_decode<{VARIANTS.index('dataflow_splitk')}>": (r"\bUBLKRED\.G\.S\.ADD\.U64\b",),
             },
-            "sm_80": {"megakernel_decode<[67]>": (r"\bLDGSTS\.E\.BYPASS\.128\b",)},
+            "sm_80": {
+                "megakernel_decode<[678]>": (r"\bLDGSTS\.E\.BYPASS\.128\b",),
+                f"megakernel_decode<{VARIANTS.index('dataflow_splitk')}>": (r"\bRED\.E\.ADD\.64\b",),
+            },
         },
         group="megakernel",
     ),

@@ -1819,6 +1819,7 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int layer
             for (int c = 0; c < kAccCopies; ++c) {
                 const unsigned expected = acc_blocks(c);
                 while (acc_count(w[j][c]) != expected) {
+                    acc_check_count(acc_count(w[j][c]), expected);
                     ll_backoff();
                     w[j][c] = ll_load_word(acc_word(P, layer, c, i));
                 }

@@ -421,6 +421,21 @@ __device__ __forceinline__ unsigned long long acc_contribution(float value) {
     return (1ull << kAccCountShift) + static_cast<unsigned long long>(__float2ll_rn(fixed));
 }
 
+// A word that counts more blocks than add into it can only be left over from a launch that did not
+// finish (its accumulators were not zeroed): waiting for the expected count would spin forever, so
+// the kernel stops with an error instead (a trap leaves the CUDA context unusable; a new process
+// allocates zeroed buffers). Best effort: a reader that sees the expected count first does not trap.
+__device__ __forceinline__ void acc_check_count(unsigned count, unsigned expected) {
+    if (count > expected) {
+#ifdef MK_EMULATE
+        emu_fail("dataflow_splitk: an accumulator counts more blocks than the grid has (left over from an "
+                 "unfinished launch)");
+#else
+        __trap();
+#endif
+    }
+}
+
 // Adds `value` into the accumulator word at p (a reduction: nothing is returned).
 __device__ __forceinline__ void acc_add(unsigned long long* p, float value) { atomicAdd(p, acc_contribution(value)); }
 

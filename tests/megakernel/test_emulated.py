@@ -144,3 +144,12 @@ def test_emulated_splitk_accumulators_carry_over_launches(defines: tuple[str, ..
         assert_close(buffers["logits"], expected, name=f"step {step} ({variant}) logits", **LOGIT_TOLERANCE[TINY.name])
         assert not buffers["down_acc"].any(), f"accumulators not zero after step {step} ({variant})"
     assert buffers["counters"][-2] == 3, "launch counter"
+
+
+def test_emulated_splitk_stops_on_accumulators_left_over() -> None:
+    """Accumulators an unfinished launch left non-zero would make the readers wait forever for a
+    count they have passed: the kernel traps with that reason instead of hanging."""
+    buffers = DecodeBuffers.build(TINY, make_weights(TINY, 0), MAX_SEQ, max_blocks=4)
+    buffers["down_acc"][0] = np.uint64(3 << 56)  # layer 0, output 0: three blocks already added
+    with pytest.raises(RuntimeError, match="trap: .*left over from an unfinished launch"):
+        emulate_decode(buffers, "dataflow_splitk", token=1, position=0, blocks=4)

@@ -69,6 +69,7 @@ void sync_grid();
 void yield();
 unsigned char* block_shared_memory();
 void warp_exchange(const void* value, void* out, int size, int lane_mask);
+void fail(const char* message);
 
 }  // namespace emu
 
@@ -112,6 +113,7 @@ inline unsigned atomicExch(unsigned* p, unsigned v) {
 inline unsigned emu_atomic_load(const unsigned* p) { return *reinterpret_cast<const volatile unsigned*>(p); }
 inline void emu_yield() { emu::yield(); }
 inline void emu_fence() {}
+inline void emu_fail(const char* message) { emu::fail(message); }
 inline unsigned char* mk_shared_memory() { return emu::block_shared_memory(); }
 
 namespace cooperative_groups {

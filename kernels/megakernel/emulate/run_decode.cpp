@@ -87,6 +87,13 @@ void yield() {
     switch_to_scheduler();
 }
 
+// The kernel's __trap(): the grid stops with `message` as its error; this fiber never resumes.
+std::string failure;
+void fail(const char* message) {
+    if (failure.empty()) failure = message;
+    switch_to_scheduler();
+}
+
 unsigned char* block_shared_memory() { return current_block().shared; }
 
 void warp_exchange(const void* value, void* out, int size, int lane_mask) {
@@ -136,7 +143,8 @@ std::string run_grid(int nblocks, int nthreads, size_t shared_bytes, unsigned se
 
     unsigned long long switches = 0;
     std::string error;
-    while (!runnable.empty()) {
+    failure.clear();
+    while (!runnable.empty() && failure.empty()) {
         if (++switches > kMaxSwitches) {
             error = "gave up after too many fiber switches (a spin-wait that never ends?)";
             break;
@@ -148,6 +156,7 @@ std::string run_grid(int nblocks, int nthreads, size_t shared_bytes, unsigned se
         g_current = &fibers[current].state;
         swapcontext(&scheduler, &fibers[current].context);
     }
+    if (!failure.empty()) error = "trap: " + failure;
     if (error.empty()) {
         int blocked = 0;
         for (const Fiber& f : fibers) blocked += f.done ? 0 : 1;
