@@ -802,9 +802,6 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
                                            const Shared& s, Epilogue epilogue) {
     constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut);
     constexpr int kParts = ring_parts(kK, kRowsPerOut);
-#if defined(MK_TRACE) && !defined(MK_TRACE_SUBPHASE_SEGMENT)
-#define MK_TRACE_SUBPHASE_SEGMENT 2  // whose first page group the sub-phase events time: 0 QKV, 1 O, 2 gate/up
-#endif
     constexpr int kPartChunks = kK / 8 / kParts;  // 16-byte chunks per item, a multiple of 32
     constexpr int kRowChunks = kK / 8;
     constexpr int kWarpsPerPart = kWarps / kParts;
