@@ -659,13 +659,9 @@ __host__ __device__ constexpr int ring_page_rows(int k, int rows_per_out) {
 
 // Warps per row when a page has fewer rows than the block has warps: each takes an equal share of
 // the row's 256-column segments.
-#ifndef MK_RING_PARTS_SCALE
-#define MK_RING_PARTS_SCALE 1
-#endif
 __host__ __device__ constexpr int ring_parts(int k, int rows_per_out) {
     int parts = kWarps / ring_page_rows(k, rows_per_out);
-    parts = (parts < 1 ? 1 : parts) * MK_RING_PARTS_SCALE;
-    parts = parts > k / 256 ? k / 256 : parts;
+    parts = parts < 1 ? 1 : (parts > k / 256 ? k / 256 : parts);
     while ((k / 256) % parts != 0) --parts;
     return parts;
 }
