@@ -753,6 +753,8 @@ constexpr int kRingPacedInFlight = MK_RING_PACED_IN_FLIGHT;
 template <bool kSplitK>
 constexpr int kPacedInFlight = kSplitK ? MK_SPLITK_PACED_IN_FLIGHT : MK_RING_PACED_IN_FLIGHT;
 static_assert(kRingPacedInFlight >= 1 && kRingPacedInFlight <= kRingSlots, "pages in flight: 1 .. kRingSlots");
+static_assert(kPacedInFlight<true> >= 1 && kPacedInFlight<true> <= kRingSlots,
+              "MK_SPLITK_PACED_IN_FLIGHT: 1 .. kRingSlots");
 
 // The issuing warp, in a paced ring: issue the next page if a slot is free and fewer than
 // `max_in_flight` issued pages are still landing.
@@ -1431,7 +1433,8 @@ constexpr int kDownChunks = kHidden / 8;
 constexpr int kDownRowLanes = kThreads / kDownChunks;
 static_assert(kDownChunks <= kThreads, "dataflow_splitk: a row of W_down^T must fit one chunk per thread");
 static_assert(kDownRowLanes * kHidden <= kPartialFloats, "dataflow_splitk: the row lanes' partials must fit s.partial");
-static_assert(kInter / kKVHeads <= kGqa * kAttnMaxChunk, "dataflow_splitk: a block's SwiGLU outputs must fit s.scores");
+static_assert(ceil_div_constexpr(kInter, kKVHeads) <= kGqa * kAttnMaxChunk,
+              "dataflow_splitk: a block's SwiGLU outputs must fit s.scores");
 
 // The accumulators' layout (tuning macros; MegakernelParams::down_acc holds kAccWordsPerOutput
 // words per output and layer): kAccCopies copies of each layer's vector (block b adds into copy
@@ -1457,13 +1460,14 @@ constexpr int kAccStride = MK_ACC_STRIDE;
 #if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 constexpr bool kAccBulk = false;  // no bulk reduction before sm_90: one atomic per output
 #else
-constexpr bool kAccBulk = MK_ACC_BULK != 0;
+// The staging buffer is s.scores: shapes whose accumulator vector does not fit (hidden > 1024 with
+// 2 q heads per kv head) add with one atomic per output instead.
+constexpr bool kAccBulk = MK_ACC_BULK != 0 && kHidden * 8 <= kGqa * kAttnMaxChunk * 4;
 #endif
 constexpr int kAccWordsPerOutput = 16;
 static_assert(kAccCopies >= 1 && kAccCopies <= 4 && kAccStride >= 1 && kAccCopies * kAccStride <= kAccWordsPerOutput,
               "MK_ACC_COPIES (1-4) x MK_ACC_STRIDE must fit the 16 words per output of down_acc");
-static_assert(!kAccBulk || (kAccStride == 1 && kHidden * 8 <= kGqa * kAttnMaxChunk * 4),
-              "MK_ACC_BULK: contiguous words, staged in s.scores");
+static_assert(!kAccBulk || kAccStride == 1, "MK_ACC_BULK: contiguous words");
 
 __device__ __forceinline__ unsigned long long* acc_word(const MegakernelParams& P, int layer, int copy, int j) {
     return P.down_acc + static_cast<size_t>(layer) * kHidden * kAccWordsPerOutput +
@@ -1505,7 +1509,7 @@ __device__ __forceinline__ void acc_clear(const MegakernelParams& P, int layer, 
     if (!all) split_range(kHidden, blockIdx.x, gridDim.x, &r0, &nr);
     for (int i = r0 + threadIdx.x; i < r0 + nr; i += kThreads) {
 #pragma unroll
-        for (int c = 0; c < kAccCopies; ++c) *acc_word(P, layer, c, i) = 0ull;
+        for (int c = 0; c < kAccCopies; ++c) acc_zero(acc_word(P, layer, c, i));
     }
 }
 
@@ -1791,7 +1795,10 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int layer
         const int lane = threadIdx.x & 31, copy = lane % kAccCopies;
         const unsigned long long* probe = acc_word(P, layer, copy, lane * kProbeStride + kProbeStride - 1);
         const unsigned expected = acc_blocks(copy);
-        while (!warp_all(acc_count(ll_load_word(probe)) == expected)) {
+        for (;;) {
+            const unsigned count = acc_count(ll_load_word(probe));
+            if (warp_all(count == expected)) break;
+            acc_check_count(count, expected);
             pump();
             ll_backoff();
         }

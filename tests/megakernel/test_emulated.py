@@ -15,7 +15,7 @@ import pytest
 from kernels.megakernel.config import TINY, ModelConfig
 from kernels.megakernel.emulator import compiler, emulate_decode, shared_bytes_of
 from kernels.megakernel.family import DATAFLOW_VARIANTS, KV_TOLERANCE, LOGIT_TOLERANCE, VARIANTS
-from kernels.megakernel.layout import DecodeBuffers, shared_bytes
+from kernels.megakernel.layout import ACC_WORDS_PER_OUTPUT, DecodeBuffers, shared_bytes
 from kernels.megakernel.reference import ReferenceModel, bf16_bits_to_float, make_weights, random_kv_cache
 from pytest_gpuperf.numerics import assert_close
 
@@ -146,10 +146,12 @@ def test_emulated_splitk_accumulators_carry_over_launches(defines: tuple[str, ..
     assert buffers["counters"][-2] == 3, "launch counter"
 
 
-def test_emulated_splitk_stops_on_accumulators_left_over() -> None:
+@pytest.mark.parametrize("word", [0, 7], ids=["a-word", "a-probe-word"])
+def test_emulated_splitk_stops_on_accumulators_left_over(word: int) -> None:
     """Accumulators an unfinished launch left non-zero would make the readers wait forever for a
-    count they have passed: the kernel traps with that reason instead of hanging."""
+    count they have passed: the kernel traps with that reason instead of hanging, whether the word
+    is one the issuing warp polls first (TINY: every 8th, from 7) or not."""
     buffers = DecodeBuffers.build(TINY, make_weights(TINY, 0), MAX_SEQ, max_blocks=4)
-    buffers["down_acc"][0] = np.uint64(3 << 56)  # layer 0, output 0: three blocks already added
+    buffers["down_acc"][word * ACC_WORDS_PER_OUTPUT] = np.uint64(3 << 56)  # layer 0: three blocks already added
     with pytest.raises(RuntimeError, match="trap: .*left over from an unfinished launch"):
         emulate_decode(buffers, "dataflow_splitk", token=1, position=0, blocks=4)
