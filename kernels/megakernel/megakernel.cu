@@ -789,6 +789,39 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
     return ring;
 }
 
+// A page group of `pages` pages, the next to consume: a paced ring first issues those not yet
+// issued; then every thread waits until all of them have landed.
+template <bool kPaced, bool kSplitK>
+__device__ __forceinline__ void ring_group_acquire(const Shared& s, Ring& ring, int pages) {
+    if (kPaced && ring_issuer()) {
+        while (ring.issued < ring.consumed + pages) ring_issue_next<kSplitK>(s, ring);
+    }
+    for (int p = 0; p < pages; ++p) {
+        const int n = ring.consumed + p;
+        page_wait(s.ring_full + n % kRingSlots, static_cast<unsigned>(n / kRingSlots));
+    }
+    page_group_wait(kPaced ? 0 : kRingSlots - pages, ring_issuer());  // paced: no placeholder groups
+}
+
+// After the block barrier that ends a group's reads: its slots are free. The issuing warp refills
+// them (unpaced), every free slot (`refill_all`: the LM head, no exchange follows), or one page
+// at the pace.
+template <bool kPaced, bool kSplitK>
+__device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, int pages, bool refill_all) {
+    ring.consumed += pages;
+    ++ring.groups;
+    if (ring_issuer()) {
+        if (!kPaced) {
+            for (int p = 0; p < pages; ++p) ring_issue_next<kSplitK>(s, ring);
+        } else if (refill_all) {
+            while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments)
+                ring_issue_next<kSplitK>(s, ring);
+        } else {
+            ring_pump<kSplitK>(s, ring, kPacedInFlight<kSplitK>);
+        }
+    }
+}
+
 // block_gemv's computation on segment `seg` of the stream, reading the weights from the ring. Pages
 // are taken in groups of up to kRingGroup (a whole QKV, O, gate/up or down slice on 132 blocks):
 // wait for the group's pages, then warp w takes the (row, part) items w, w + 16, ... of the whole
@@ -818,17 +851,10 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     for (int r0 = 0; r0 < slice.y; r0 += kRingGroup * kPageRows) {
         const int rows = min(kRingGroup * kPageRows, slice.y - r0);
         const int pages = ceil_div(rows, kPageRows);
-        if (kPaced && ring_issuer()) {
-            while (ring.issued < ring.consumed + pages) ring_issue_next<kSplitK>(s, ring);
-        }
 #ifdef MK_TRACE
         const long long wait_start = clock64();
 #endif
-        for (int p = 0; p < pages; ++p) {
-            const int n = ring.consumed + p;
-            page_wait(s.ring_full + n % kRingSlots, static_cast<unsigned>(n / kRingSlots));
-        }
-        page_group_wait(kPaced ? 0 : kRingSlots - pages, ring_issuer());  // paced: no placeholder groups
+        ring_group_acquire<kPaced, kSplitK>(s, ring, pages);
 #ifdef MK_TRACE
         waited += clock64() - wait_start;
         // Sub-phases of the first gate/up group: after its page waits, its dot products, the block
@@ -880,18 +906,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
 #ifdef MK_TRACE
         if (trace_group) MK_MARK(trace_ev + 2);
 #endif
-        ring.consumed += pages;
-        ++ring.groups;
-        if (ring_issuer()) {
-            if (!kPaced) {
-                for (int p = 0; p < pages; ++p) ring_issue_next<kSplitK>(s, ring);
-            } else if (seg == 4 * kLayers) {
-                while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments)
-                    ring_issue_next<kSplitK>(s, ring);
-            } else {
-                ring_pump<kSplitK>(s, ring, kPacedInFlight<kSplitK>);
-            }
-        }
+        ring_group_release<kPaced, kSplitK>(s, ring, pages, seg == 4 * kLayers);
         for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
             float v[kRowsPerOut];
 #pragma unroll
@@ -1436,6 +1451,42 @@ static_assert(kDownRowLanes * kHidden <= kPartialFloats, "dataflow_splitk: the r
 static_assert(ceil_div_constexpr(kInter, kKVHeads) <= kGqa * kAttnMaxChunk,
               "dataflow_splitk: a block's SwiGLU outputs must fit s.scores");
 
+template <bool kPaced>
+__device__ __forceinline__ void ring_down_splitk(Ring& ring, int seg, const float* act_s, const Shared& s) {
+    constexpr int kPageRows = ring_page_rows(kHidden, 1);
+    const int tid = threadIdx.x;
+    const int chunk = tid % kDownChunks, row_lane = tid / kDownChunks;
+    const bool active = row_lane < kDownRowLanes;  // kHidden / 8 need not divide kThreads
+    const int rows_total = s.ring_rows[seg].y;
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = 0.f;
+    __syncthreads();  // act_s, written by the gate/up epilogue
+    for (int r0 = 0; r0 < rows_total; r0 += kRingGroup * kPageRows) {
+        const int rows = min(kRingGroup * kPageRows, rows_total - r0);
+        const int pages = ceil_div(rows, kPageRows);
+        ring_group_acquire<kPaced, true>(s, ring, pages);
+        if (active) {
+            const uint4* ring_chunks = reinterpret_cast<const uint4*>(s.ring);
+#pragma unroll 4
+            for (int r = row_lane; r < rows; r += kDownRowLanes) {
+                const int page = r / kPageRows;
+                const uint4 w = ring_chunks[((ring.consumed + page) % kRingSlots) * (kPageBytes / 16) +
+                                            (r - page * kPageRows) * kDownChunks + chunk];
+                axpy8_bf16(acc, act_s[r0 + r], w);
+            }
+        }
+        __syncthreads();  // the group's slots are free
+        ring_group_release<kPaced, true>(s, ring, pages, false);
+    }
+    if (active) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s.partial[row_lane * kHidden + chunk * 8 + i] = acc[i];
+    }
+    __syncthreads();
+}
+
+
 // The accumulators' layout (tuning macros; MegakernelParams::down_acc holds kAccWordsPerOutput
 // words per output and layer): kAccCopies copies of each layer's vector (block b adds into copy
 // b % kAccCopies, a reader adds the copies up), consecutive outputs kAccStride words apart; with
@@ -1511,56 +1562,6 @@ __device__ __forceinline__ void acc_clear(const MegakernelParams& P, int layer, 
 #pragma unroll
         for (int c = 0; c < kAccCopies; ++c) acc_zero(acc_word(P, layer, c, i));
     }
-}
-
-template <bool kPaced>
-__device__ __forceinline__ void ring_down_splitk(Ring& ring, int seg, const float* act_s, const Shared& s) {
-    constexpr int kPageRows = ring_page_rows(kHidden, 1);
-    const int tid = threadIdx.x;
-    const int chunk = tid % kDownChunks, row_lane = tid / kDownChunks;
-    const bool active = row_lane < kDownRowLanes;  // kHidden / 8 need not divide kThreads
-    const int rows_total = s.ring_rows[seg].y;
-    float acc[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] = 0.f;
-    __syncthreads();  // act_s, written by the gate/up epilogue
-    for (int r0 = 0; r0 < rows_total; r0 += kRingGroup * kPageRows) {
-        const int rows = min(kRingGroup * kPageRows, rows_total - r0);
-        const int pages = ceil_div(rows, kPageRows);
-        if (kPaced && ring_issuer()) {
-            while (ring.issued < ring.consumed + pages) ring_issue_next<true>(s, ring);
-        }
-        for (int p = 0; p < pages; ++p) {
-            const int n = ring.consumed + p;
-            page_wait(s.ring_full + n % kRingSlots, static_cast<unsigned>(n / kRingSlots));
-        }
-        page_group_wait(kPaced ? 0 : kRingSlots - pages, ring_issuer());
-        if (active) {
-            const uint4* ring_chunks = reinterpret_cast<const uint4*>(s.ring);
-#pragma unroll 4
-            for (int r = row_lane; r < rows; r += kDownRowLanes) {
-                const int page = r / kPageRows;
-                const uint4 w = ring_chunks[((ring.consumed + page) % kRingSlots) * (kPageBytes / 16) +
-                                            (r - page * kPageRows) * kDownChunks + chunk];
-                axpy8_bf16(acc, act_s[r0 + r], w);
-            }
-        }
-        __syncthreads();  // the group's slots are free
-        ring.consumed += pages;
-        ++ring.groups;
-        if (ring_issuer()) {
-            if (!kPaced) {
-                for (int p = 0; p < pages; ++p) ring_issue_next<true>(s, ring);
-            } else {
-                ring_pump<true>(s, ring, kPacedInFlight<true>);
-            }
-        }
-    }
-    if (active) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) s.partial[row_lane * kHidden + chunk * 8 + i] = acc[i];
-    }
-    __syncthreads();
 }
 
 // ---- the decode step ----------------------------------------------------------------------------
