@@ -19,7 +19,7 @@ POINTER_FIELDS: tuple[str, ...] = (
     "embed", "w_qkv", "w_o", "w_gate_up", "w_down",
     "norm_in", "norm_post", "norm_q", "norm_k", "norm_final", "rope",
     "k_cache", "v_cache", "logits", "residual", "normed", "qkv", "q_rot",
-    "attn_partial", "attn_out", "act", "sumsq_partial", "counters", "ll", "w_down_t", "down_acc",
+    "attn_partial", "attn_out", "act", "sumsq_partial", "counters", "ll", "w_down_t", "down_acc", "w_o_t",
 )
 SCALAR_FIELDS: tuple[str, ...] = ("vocab", "max_seq")
 PARAM_FIELDS = POINTER_FIELDS + SCALAR_FIELDS
@@ -105,6 +105,8 @@ def pack_weights(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> dict
         "w_down": stack("mlp.down_proj.weight"),
         # dataflow_splitk reads a block's rows of W_down^T: the columns of its own SwiGLU outputs.
         "w_down_t": np.ascontiguousarray(stack("mlp.down_proj.weight").transpose(0, 2, 1)),
+        # dataflow_splitk_o reads a block's rows of W_o^T: the columns of the attention outputs it computes.
+        "w_o_t": np.ascontiguousarray(stack("self_attn.o_proj.weight").transpose(0, 2, 1)),
         "norm_in": stack("input_layernorm.weight"),
         "norm_post": stack("post_attention_layernorm.weight"),
         "norm_q": stack("self_attn.q_norm.weight"),
@@ -137,9 +139,10 @@ def scratch_arrays(config: ModelConfig, max_seq: int, max_blocks: int) -> dict[s
         "counters": np.zeros(2 * c.kv_heads + 3, dtype=np.uint32),
         # LL words of the dataflow variant (value, flag): flag 0 never matches a launch's flags.
         "ll": np.zeros(c.hidden + c.qkv_rows + c.q_dim + c.intermediate + max_blocks, dtype=np.uint64),
-        # dataflow_splitk's per-layer fixed-point accumulators: zero between launches (each launch
-        # zeroes what it used).
-        "down_acc": np.zeros(c.layers * c.hidden * ACC_WORDS_PER_OUTPUT, dtype=np.uint64),
+        # The split-K variants' fixed-point accumulators, two slots per layer (dataflow_splitk uses
+        # the first half for its down sums, dataflow_splitk_o all: O and down sums): zero between
+        # launches (each launch zeroes what it used).
+        "down_acc": np.zeros(2 * c.layers * c.hidden * ACC_WORDS_PER_OUTPUT, dtype=np.uint64),
     }
 
 

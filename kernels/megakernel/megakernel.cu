@@ -114,7 +114,8 @@ struct MegakernelParams {
                                // the last accumulator's readers (dataflow_splitk)
     unsigned long long* ll;    // [hidden + qkv rows + q_heads * 128 + inter + blocks]: LL words (dataflow)
     const bf16_t* w_down_t;    // [layers][inter][hidden]: w_down transposed (dataflow_splitk)
-    unsigned long long* down_acc;  // [layers][hidden][16]: fixed-point accumulators, zero between launches
+    unsigned long long* down_acc;  // [2 * layers][hidden][16]: fixed-point accumulators, zero between launches
+    const bf16_t* w_o_t;       // [layers][q_heads * 128][hidden]: w_o transposed (dataflow_splitk_o)
     long long vocab;
     long long max_seq;
 };
@@ -139,52 +140,66 @@ struct MegakernelParams {
 // splitk:         the down projection split over K: each block multiplies its own SwiGLU outputs
 //                 by its rows of W_down^T and adds the partial vector into an L2 accumulator with
 //                 integer atomics, so the activations are never exchanged (4 exchanges per layer).
+// splitk_o:       splitk, and the O projection split over K too: the blocks of each kv head's group
+//                 each compute that head's attention for the current position (no attention output
+//                 is exchanged) and multiply their share of its outputs by their rows of W_o^T into
+//                 a second accumulator (3 exchanges per layer: q/k/v and the two accumulators).
 template <int V> struct Variant;
 template <> struct Variant<0> {  // baseline: 8 grid syncs per layer
     static constexpr bool redundant_norm = false, head_groups = false, fused_qk = false,
                           norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false,
-                          splitk = false;
+                          splitk = false, splitk_o = false;
 };
 template <> struct Variant<1> {  // redundant RMSNorm: 6
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = false,
                           norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false,
-                          splitk = false;
+                          splitk = false, splitk_o = false;
 };
 template <> struct Variant<2> {  // head-based: 4 grid syncs + 2 group barriers
     static constexpr bool redundant_norm = true, head_groups = true, fused_qk = false,
                           norm_partials = false, prefetch = false, stream = false, ring = false, dataflow = false,
-                          splitk = false;
+                          splitk = false, splitk_o = false;
 };
 template <> struct Variant<3> {  // fused phases: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = false, ring = false, dataflow = false,
-                          splitk = false;
+                          splitk = false, splitk_o = false;
 };
 template <> struct Variant<4> {  // fused phases + L2 prefetch: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = true, stream = false, ring = false, dataflow = false,
-                          splitk = false;
+                          splitk = false, splitk_o = false;
 };
 template <> struct Variant<5> {  // fused phases + weight stream across the barriers: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = true, ring = false, dataflow = false,
-                          splitk = false;
+                          splitk = false, splitk_o = false;
 };
 template <> struct Variant<6> {  // fused phases + weight pages in a shared-memory ring, copied ahead: 5
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = false,
-                          splitk = false;
+                          splitk = false, splitk_o = false;
 };
 template <> struct Variant<7> {  // the ring's phases, exchanging LL words instead of grid barriers: 0
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true,
-                          splitk = false;
+                          splitk = false, splitk_o = false;
 };
 template <> struct Variant<8> {  // dataflow, the down projection split over K and summed in L2: 0
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true,
-                          splitk = true;
+                          splitk = true, splitk_o = false;
 };
+template <> struct Variant<9> {  // dataflow_splitk, the O projection split over K too, attention per group: 0
+    static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
+                          norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true,
+                          splitk = true, splitk_o = true;
+};
+
+// Which projections a ring variant splits over K (the template argument kSplit of the ring code).
+constexpr int kSplitNone = 0, kSplitDown = 1, kSplitDownO = 2;
+template <class T>
+constexpr int kSplitOf = T::splitk_o ? kSplitDownO : (T::splitk ? kSplitDown : kSplitNone);
 
 // ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
 constexpr int kMiscFloats = 64;
@@ -461,10 +476,26 @@ struct StreamSlice {
     int nchunks;         // 16-byte chunks
 };
 
+// dataflow_splitk_o: the attention outputs (rows of W_o^T) block b computes and projects. The blocks
+// form kKVHeads groups of nb / kKVHeads (launch.py ensures nb >= kKVHeads), group g splitting kv head
+// g's kGqa * 128 outputs; blocks past the last group have none.
+__device__ __forceinline__ void o_split_rows(int b, int nb, int* row0, int* nrows) {
+    const int per_group = nb / kKVHeads, g = b / per_group;
+    if (g >= kKVHeads) {
+        *row0 = 0;
+        *nrows = 0;
+        return;
+    }
+    split_range(kGqa * kHeadDim, b - g * per_group, per_group, row0, nrows);
+    *row0 += g * kGqa * kHeadDim;
+}
+
 // Segment `seg` of this block's weight stream: per layer QKV, O, gate/up (interleaved rows), down;
 // then the LM head. Row splits are those of the other variants.
-// kSplitK (dataflow_splitk): the down slice is the rows of W_down^T of the block's own SwiGLU outputs.
-template <bool kSplitK = false>
+// kSplit >= kSplitDown (dataflow_splitk): the down slice is the rows of W_down^T of the block's own
+// SwiGLU outputs; kSplit == kSplitDownO (dataflow_splitk_o): the O slice is the rows of W_o^T of the
+// attention outputs the block computes (o_split_rows).
+template <int kSplit = 0>
 __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, int seg) {
     const int nb = gridDim.x, b = blockIdx.x;
     StreamSlice x;
@@ -482,9 +513,15 @@ __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, i
             x.nchunks = x.nrows * (kHidden / 8);
             break;
         case 1:
-            split_range(kHidden, b, nb, &x.row0, &x.nrows);
-            x.base = P.w_o + (layer * kHidden + x.row0) * kQDim;
-            x.nchunks = x.nrows * (kQDim / 8);
+            if constexpr (kSplit >= kSplitDownO) {
+                o_split_rows(b, nb, &x.row0, &x.nrows);
+                x.base = P.w_o_t + (layer * kQDim + x.row0) * kHidden;
+                x.nchunks = x.nrows * (kHidden / 8);
+            } else {
+                split_range(kHidden, b, nb, &x.row0, &x.nrows);
+                x.base = P.w_o + (layer * kHidden + x.row0) * kQDim;
+                x.nchunks = x.nrows * (kQDim / 8);
+            }
             break;
         case 2:
             split_range(kInter, b, nb, &x.row0, &x.nrows);
@@ -494,7 +531,7 @@ __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, i
             x.nchunks = x.nrows * (kHidden / 8);
             break;
         default:
-            if constexpr (kSplitK) {
+            if constexpr (kSplit >= kSplitDown) {
                 split_range(kInter, b, nb, &x.row0, &x.nrows);
                 x.base = P.w_down_t + (layer * kInter + x.row0) * kHidden;
                 x.nchunks = x.nrows * (kHidden / 8);
@@ -688,11 +725,13 @@ static_assert(kRingGroup * ring_page_items(kHidden, 1) <= kRingItemsMax &&
                   kRingGroup * ring_page_items(kInter, 1) <= kRingItemsMax,
               "a group's row sums overflow their half of the double buffer (the next group's half)");
 
-// Columns, and rows per output, of segment `seg` of the stream (kSplitK: down pages are W_down^T's).
-template <bool kSplitK = false>
+// Columns, and rows per output, of segment `seg` of the stream (split-K: down pages are W_down^T's,
+// and with kSplitDownO O pages W_o^T's).
+template <int kSplit = 0>
 __device__ __forceinline__ int ring_segment_k(int seg) {
     if (seg >= 4 * kLayers) return kHidden;
-    return seg % 4 == 1 ? kQDim : (seg % 4 == 3 ? (kSplitK ? kHidden : kInter) : kHidden);
+    return seg % 4 == 1 ? (kSplit >= kSplitDownO ? kHidden : kQDim)
+                        : (seg % 4 == 3 ? (kSplit >= kSplitDown ? kHidden : kInter) : kHidden);
 }
 __device__ __forceinline__ int ring_segment_rows_per_out(int seg) { return seg < 4 * kLayers && seg % 4 == 2 ? 2 : 1; }
 
@@ -711,12 +750,12 @@ __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRi
 // The issuing warp: the block's next page into slot issued % kRingSlots (which must be free), or
 // a placeholder once the stream has ended. Segment bounds come from the table ring_start built
 // (computing them here costs 64-bit divisions per page).
-template <bool kSplitK = false>
+template <int kSplit = 0>
 __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
     while (ring.next_seg < kStreamSegments) {
         const int nrows = s.ring_rows[ring.next_seg].y;
         if (ring.next_row < nrows) {
-            const int k = ring_segment_k<kSplitK>(ring.next_seg);
+            const int k = ring_segment_k<kSplit>(ring.next_seg);
             const int rows = min(ring_page_rows(k, ring_segment_rows_per_out(ring.next_seg)), nrows - ring.next_row);
             const int slot = ring.issued % kRingSlots;
             const bf16_t* base = reinterpret_cast<const bf16_t*>(s.seg_base[ring.next_seg]);
@@ -750,30 +789,30 @@ constexpr int kRingPacedInFlight = MK_RING_PACED_IN_FLIGHT;
 #ifndef MK_SPLITK_PACED_IN_FLIGHT
 #define MK_SPLITK_PACED_IN_FLIGHT 1
 #endif
-template <bool kSplitK>
-constexpr int kPacedInFlight = kSplitK ? MK_SPLITK_PACED_IN_FLIGHT : MK_RING_PACED_IN_FLIGHT;
+template <int kSplit>
+constexpr int kPacedInFlight = kSplit ? MK_SPLITK_PACED_IN_FLIGHT : MK_RING_PACED_IN_FLIGHT;
 static_assert(kRingPacedInFlight >= 1 && kRingPacedInFlight <= kRingSlots, "pages in flight: 1 .. kRingSlots");
-static_assert(kPacedInFlight<true> >= 1 && kPacedInFlight<true> <= kRingSlots,
+static_assert(kPacedInFlight<1> >= 1 && kPacedInFlight<1> <= kRingSlots,
               "MK_SPLITK_PACED_IN_FLIGHT: 1 .. kRingSlots");
 
 // The issuing warp, in a paced ring: issue the next page if a slot is free and fewer than
 // `max_in_flight` issued pages are still landing.
-template <bool kSplitK = false>
+template <int kSplit = 0>
 __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_in_flight) {
     while (ring.landed < ring.issued &&
            page_landed(s.ring_full + ring.landed % kRingSlots, static_cast<unsigned>(ring.landed / kRingSlots)))
         ++ring.landed;
     if (ring.issued - ring.landed < max_in_flight && ring.issued < ring.consumed + kRingSlots &&
         ring.next_seg < kStreamSegments)
-        ring_issue_next<kSplitK>(s, ring);
+        ring_issue_next<kSplit>(s, ring);
 }
 
 // The block's segment table and the slots' barriers, then the first pages in flight: kRingSlots,
 // or in a paced ring kRingPacedInFlight.
-template <bool kPaced = false, bool kSplitK = false>
+template <bool kPaced = false, int kSplit = 0>
 __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s) {
     for (int i = threadIdx.x; i < kStreamSegments; i += kThreads) {
-        const StreamSlice x = stream_slice<kSplitK>(P, i);
+        const StreamSlice x = stream_slice<kSplit>(P, i);
         s.seg_base[i] = reinterpret_cast<unsigned long long>(x.base);
         s.ring_rows[i] = make_int2(x.row0, x.nrows);
     }
@@ -784,17 +823,17 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
     __syncthreads();
     Ring ring{0, 0, 0, 0, 0, 0};
     if (ring_issuer()) {
-        for (int i = 0; i < (kPaced ? kPacedInFlight<kSplitK> : kRingSlots); ++i) ring_issue_next<kSplitK>(s, ring);
+        for (int i = 0; i < (kPaced ? kPacedInFlight<kSplit> : kRingSlots); ++i) ring_issue_next<kSplit>(s, ring);
     }
     return ring;
 }
 
 // A page group of `pages` pages, the next to consume: a paced ring first issues those not yet
 // issued; then every thread waits until all of them have landed.
-template <bool kPaced, bool kSplitK>
+template <bool kPaced, int kSplit>
 __device__ __forceinline__ void ring_group_acquire(const Shared& s, Ring& ring, int pages) {
     if (kPaced && ring_issuer()) {
-        while (ring.issued < ring.consumed + pages) ring_issue_next<kSplitK>(s, ring);
+        while (ring.issued < ring.consumed + pages) ring_issue_next<kSplit>(s, ring);
     }
     for (int p = 0; p < pages; ++p) {
         const int n = ring.consumed + p;
@@ -806,18 +845,18 @@ __device__ __forceinline__ void ring_group_acquire(const Shared& s, Ring& ring, 
 // After the block barrier that ends a group's reads: its slots are free. The issuing warp refills
 // them (unpaced), every free slot (`refill_all`: the LM head, no exchange follows), or one page
 // at the pace.
-template <bool kPaced, bool kSplitK>
+template <bool kPaced, int kSplit>
 __device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, int pages, bool refill_all) {
     ring.consumed += pages;
     ++ring.groups;
     if (ring_issuer()) {
         if (!kPaced) {
-            for (int p = 0; p < pages; ++p) ring_issue_next<kSplitK>(s, ring);
+            for (int p = 0; p < pages; ++p) ring_issue_next<kSplit>(s, ring);
         } else if (refill_all) {
             while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments)
-                ring_issue_next<kSplitK>(s, ring);
+                ring_issue_next<kSplit>(s, ring);
         } else {
-            ring_pump<kSplitK>(s, ring, kPacedInFlight<kSplitK>);
+            ring_pump<kSplit>(s, ring, kPacedInFlight<kSplit>);
         }
     }
 }
@@ -832,7 +871,7 @@ __device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, 
 // Paced (dataflow): a group's pages not yet issued are issued before waiting for them, and each
 // group issues at most one more page (ring_pump); in the LM head (no exchange follows) every free
 // slot is refilled as in the unpaced ring.
-template <int kK, int kRowsPerOut, bool kPaced = false, bool kSplitK = false, typename Epilogue>
+template <int kK, int kRowsPerOut, bool kPaced = false, int kSplit = 0, typename Epilogue>
 __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s,
                                            const Shared& s, Epilogue epilogue) {
     constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut);
@@ -854,7 +893,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
 #ifdef MK_TRACE
         const long long wait_start = clock64();
 #endif
-        ring_group_acquire<kPaced, kSplitK>(s, ring, pages);
+        ring_group_acquire<kPaced, kSplit>(s, ring, pages);
 #ifdef MK_TRACE
         waited += clock64() - wait_start;
         // Sub-phases of the first gate/up group: after its page waits, its dot products, the block
@@ -906,7 +945,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
 #ifdef MK_TRACE
         if (trace_group) MK_MARK(trace_ev + 2);
 #endif
-        ring_group_release<kPaced, kSplitK>(s, ring, pages, seg == 4 * kLayers);
+        ring_group_release<kPaced, kSplit>(s, ring, pages, seg == 4 * kLayers);
         for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
             float v[kRowsPerOut];
 #pragma unroll
@@ -1009,7 +1048,9 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
 // Task r of kv head g, run by one warp: r < gqa is q head g * gqa + r (normalised and rotated into
 // q_dst, 128 floats); r == gqa is k, r == gqa + 1 is v (both stored as bf16 in the cache row of
 // `position`; with kToShared also into row_s, 128 bf16, for the stream variant's attention).
-template <bool kToShared = false, class IO = PlainIO>
+// kWriteCache = false (dataflow_splitk_o: every block of the group computes the row, one writes it):
+// the K or V row into row_s only.
+template <bool kToShared = false, bool kWriteCache = true, class IO = PlainIO>
 __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, int position, int g, int r, float* q_dst,
                                         bf16_t* row_s = nullptr, IO io = IO{}) {
     const int lane = threadIdx.x & 31;
@@ -1019,7 +1060,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const bf16_t v = float_to_bf16(io.load(raw + lane + 32 * j));
-            dst[lane + 32 * j] = v;
+            if (kWriteCache) dst[lane + 32 * j] = v;
             if (kToShared) row_s[lane + 32 * j] = v;
         }
         return;
@@ -1036,7 +1077,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const bf16_t k = float_to_bf16(out[j]);
-            dst[lane + 32 * j] = k;
+            if (kWriteCache) dst[lane + 32 * j] = k;
             if (kToShared) row_s[lane + 32 * j] = k;
         }
     }
@@ -1437,6 +1478,114 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     __syncthreads();  // shared buffers are reused by the next unit
 }
 
+// dataflow_splitk_o: a block's attention outputs go to shared memory, not to other blocks. Stores
+// outside [base, base + count) (the outputs other blocks of the group project) are dropped.
+struct SharedOut {
+    static constexpr bool kLL = false;
+    const float* base;
+    float* dst;
+    int count;
+    __device__ __forceinline__ void store(float* p, float v) const {
+        const long long i = p - base;
+        if (i >= 0 && i < count) dst[i] = v;
+    }
+};
+
+// dataflow_splitk_o's attention while the keys fit one preloaded unit: every block of kv head g's
+// group computes the head's whole attention for the current position from the q/k/v LL words (a
+// probe gather by the issuing warp first, keeping the ring paced, so that 16 blocks per head do
+// not all poll), with the current K/V row from shared memory; `writes_row` (one block per group)
+// also stores that row in the cache. The arithmetic is attention_unit_preloaded's with one unit.
+constexpr int kLocalAttnMaxKeys = kAttnPreloadTiles * kAttnTile;
+
+template <class Out, class Pump>
+__device__ __forceinline__ void attention_group(const MegakernelParams& P, int layer, int position, int g,
+                                                bool writes_row, const Shared& s, LLIO in, Out out, Pump pump) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int slot = tid >> 4, dc = tid & 15;
+    const int n = position + 1;  // <= kLocalAttnMaxKeys
+    const size_t head = kv_offset(P, layer, g, 0);
+
+    // 0. Keys and values before `position` in flight (the current row comes from shared memory).
+    uint4 kr[kAttnPreloadTiles], vr[kAttnPreloadTiles];
+#pragma unroll
+    for (int a = 0; a < kAttnPreloadTiles; ++a) {
+        const int j = a * kAttnTile + slot;
+        kr[a] = make_uint4(0u, 0u, 0u, 0u);
+        vr[a] = make_uint4(0u, 0u, 0u, 0u);
+        if (j < n - 1) {
+            kr[a] = load_l2_16B(P.k_cache + head + static_cast<size_t>(j) * kHeadDim + dc * 8);
+            vr[a] = load_l2_16B(P.v_cache + head + static_cast<size_t>(j) * kHeadDim + dc * 8);
+        }
+    }
+
+    // 1. Wait for the head's q/k/v rows (probes spread over them), then the queries and the current
+    //    K and V rows.
+    if (ring_issuer()) {
+        const unsigned long long* words = in.word(P.qkv + g * kGroupRows);
+        (void)ll_gather_probes(words, 32, in.flag, [](int i) { return (i + 1) * kGroupRows / 32 - 1; }, pump);
+    }
+    __syncthreads();
+    if (warp < kGqa) {
+        qk_task<false>(P, layer, position, g, warp, s.q + warp * kHeadDim, nullptr, in);
+    } else if (warp < kGqa + 2) {
+        if (writes_row) {
+            qk_task<true, true>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim, in);
+        } else {
+            qk_task<true, false>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim, in);
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int a = 0; a < kAttnPreloadTiles; ++a) {
+        if (a * kAttnTile + slot == n - 1) {
+            kr[a] = reinterpret_cast<const uint4*>(s.kv_row)[dc];
+            vr[a] = reinterpret_cast<const uint4*>(s.kv_row + kHeadDim)[dc];
+        }
+    }
+
+    // 2. Scores q.k / sqrt(128).
+#pragma unroll
+    for (int a = 0; a < kAttnPreloadTiles; ++a) {
+        const int j = a * kAttnTile + slot;
+#pragma unroll
+        for (int h = 0; h < kGqa; ++h) {
+            const float4 lo = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc];
+            const float4 hi = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc + 1];
+            const float d = half_warp_sum(dot8_bf16_f32(kr[a], lo, hi));
+            if (dc == 0 && j < n) s.scores[h * kAttnMaxChunk + j] = d * kAttnScale;
+        }
+    }
+    __syncthreads();
+
+    // 3. Softmax statistics per q head; scores become e^(s - max).
+    unit_softmax(n, s, lane, warp);
+
+    // 4. Sum of e^(s - max) * v, one q head at a time.
+#pragma unroll
+    for (int h = 0; h < kGqa; ++h) {
+        float acc[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] = 0.f;
+#pragma unroll
+        for (int a = 0; a < kAttnPreloadTiles; ++a) {
+            const int j = a * kAttnTile + slot;
+            if (j < n) axpy8_bf16(acc, s.scores[h * kAttnMaxChunk + j], vr[a]);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] += __shfl_xor_sync(kFullMask, acc[i], 16);
+        if (lane < 16) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = acc[i];
+        }
+    }
+    __syncthreads();
+
+    // 5. The outputs (one unit: attn = sum / l), those of this block into shared memory.
+    unit_output(P, g, 0, AttentionSplit{kAttnMaxChunk, 1}, s, out, tid);
+    __syncthreads();
+}
+
 // ---- the down projection split over K (dataflow_splitk) ---------------------------------------
 // The block's down slice is the rows of W_down^T for its own SwiGLU outputs a_i (act_s, computed by
 // its gate/up epilogue), so its share of out = W_down a is the full-length partial
@@ -1451,7 +1600,7 @@ static_assert(kDownRowLanes * kHidden <= kPartialFloats, "dataflow_splitk: the r
 static_assert(ceil_div_constexpr(kInter, kKVHeads) <= kGqa * kAttnMaxChunk,
               "dataflow_splitk: a block's SwiGLU outputs must fit s.scores");
 
-template <bool kPaced>
+template <bool kPaced, int kSplit>
 __device__ __forceinline__ void ring_down_splitk(Ring& ring, int seg, const float* act_s, const Shared& s) {
     constexpr int kPageRows = ring_page_rows(kHidden, 1);
     const int tid = threadIdx.x;
@@ -1465,7 +1614,7 @@ __device__ __forceinline__ void ring_down_splitk(Ring& ring, int seg, const floa
     for (int r0 = 0; r0 < rows_total; r0 += kRingGroup * kPageRows) {
         const int rows = min(kRingGroup * kPageRows, rows_total - r0);
         const int pages = ceil_div(rows, kPageRows);
-        ring_group_acquire<kPaced, true>(s, ring, pages);
+        ring_group_acquire<kPaced, kSplit>(s, ring, pages);
         if (active) {
             const uint4* ring_chunks = reinterpret_cast<const uint4*>(s.ring);
 #pragma unroll 4
@@ -1477,7 +1626,7 @@ __device__ __forceinline__ void ring_down_splitk(Ring& ring, int seg, const floa
             }
         }
         __syncthreads();  // the group's slots are free
-        ring_group_release<kPaced, true>(s, ring, pages, false);
+        ring_group_release<kPaced, kSplit>(s, ring, pages, false);
     }
     if (active) {
 #pragma unroll
@@ -1488,7 +1637,9 @@ __device__ __forceinline__ void ring_down_splitk(Ring& ring, int seg, const floa
 
 
 // The accumulators' layout (tuning macros; MegakernelParams::down_acc holds kAccWordsPerOutput
-// words per output and layer): kAccCopies copies of each layer's vector (block b adds into copy
+// words per output and accumulator slot: a layer's down sums, slot `layer` in dataflow_splitk, and
+// in dataflow_splitk_o its O sums in slot 2 layer and its down sums in slot 2 layer + 1):
+// kAccCopies copies of each slot's vector (block b adds into copy
 // b % kAccCopies, a reader adds the copies up), consecutive outputs kAccStride words apart; with
 // MK_ACC_BULK (sm_90) a block stages its words in shared memory (s.scores) and adds them all with
 // one bulk reduction (cp.reduce.async.bulk) instead of one atomic per output.
@@ -1520,8 +1671,8 @@ static_assert(kAccCopies >= 1 && kAccCopies <= 4 && kAccStride >= 1 && kAccCopie
               "MK_ACC_COPIES (1-4) x MK_ACC_STRIDE must fit the 16 words per output of down_acc");
 static_assert(!kAccBulk || kAccStride == 1, "MK_ACC_BULK: contiguous words");
 
-__device__ __forceinline__ unsigned long long* acc_word(const MegakernelParams& P, int layer, int copy, int j) {
-    return P.down_acc + static_cast<size_t>(layer) * kHidden * kAccWordsPerOutput +
+__device__ __forceinline__ unsigned long long* acc_word(const MegakernelParams& P, int slot, int copy, int j) {
+    return P.down_acc + static_cast<size_t>(slot) * kHidden * kAccWordsPerOutput +
            (static_cast<size_t>(copy) * kHidden + j) * kAccStride;
 }
 
@@ -1531,9 +1682,8 @@ __device__ __forceinline__ unsigned acc_blocks(int copy) {
     return copy < nb ? static_cast<unsigned>((nb - 1 - copy) / kAccCopies + 1) : 0u;
 }
 
-// The block's partial down output (ring_down_splitk's row lanes, summed) into layer `layer`'s
-// accumulator.
-__device__ __forceinline__ void acc_publish(const MegakernelParams& P, int layer, const Shared& s) {
+// The block's partial output (ring_down_splitk's row lanes, summed) into accumulator `slot`.
+__device__ __forceinline__ void acc_publish(const MegakernelParams& P, int slot, const Shared& s) {
     const int copy = static_cast<int>(blockIdx.x) % kAccCopies;
     unsigned long long* staged = reinterpret_cast<unsigned long long*>(s.scores);
     for (int j = threadIdx.x; j < kHidden; j += kThreads) {
@@ -1543,24 +1693,24 @@ __device__ __forceinline__ void acc_publish(const MegakernelParams& P, int layer
         if constexpr (kAccBulk) {
             staged[j] = acc_contribution(total);
         } else {
-            acc_add(acc_word(P, layer, copy, j), total);
+            acc_add(acc_word(P, slot, copy, j), total);
         }
     }
     if constexpr (kAccBulk) {
         bulk_source_fence();
         __syncthreads();
-        if (threadIdx.x == 0) bulk_add_u64(acc_word(P, layer, copy, 0), staged, kHidden);
+        if (threadIdx.x == 0) bulk_add_u64(acc_word(P, slot, copy, 0), staged, kHidden);
     }
 }
 
-// Zeroes this block's share (split_range of the outputs) of every copy of layer `layer`'s
-// accumulator, or all of it.
-__device__ __forceinline__ void acc_clear(const MegakernelParams& P, int layer, bool all) {
+// Zeroes this block's share (split_range of the outputs) of every copy of accumulator `slot`, or all
+// of it.
+__device__ __forceinline__ void acc_clear(const MegakernelParams& P, int slot, bool all) {
     int r0 = 0, nr = kHidden;
     if (!all) split_range(kHidden, blockIdx.x, gridDim.x, &r0, &nr);
     for (int i = r0 + threadIdx.x; i < r0 + nr; i += kThreads) {
 #pragma unroll
-        for (int c = 0; c < kAccCopies; ++c) acc_zero(acc_word(P, layer, c, i));
+        for (int c = 0; c < kAccCopies; ++c) acc_zero(acc_word(P, slot, c, i));
     }
 }
 
@@ -1779,22 +1929,22 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
     __syncthreads();
 }
 
-// The dataflow_splitk variant's input / final RMSNorm: the residual after layer `layer`'s down
-// projection, h = s.own (the post-attention residual, every row) + the blocks' partials summed in
-// acc, the layer's accumulator words. The issuing warp first polls one word per lane, spread over
+// The split-K variants' RMSNorm after a split projection: the residual h = s.own (the residual
+// before that projection, every row) + the blocks' partials summed in accumulator `slot` (the down
+// sums: the input / final RMSNorm; in dataflow_splitk_o also the O sums: the post-attention one). The issuing warp first polls one word per lane, spread over
 // the vector, until each has every block's contribution (keeping the ring paced meanwhile); then
 // every thread loads its words once and re-polls only a word still short. h goes back to s.own,
 // its RMSNorm into s.vec (vec_slot order); the sum of squares is the block's own, over all rows,
 // so no per-block sums are exchanged.
 template <class Pump>
-__device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int layer, const bf16_t* weight, const Shared& s,
+__device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot, const bf16_t* weight, const Shared& s,
                                             Pump pump) {
     constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
     constexpr int kProbeStride = kHidden / 32;
     if (kAccBulk && threadIdx.x == 0) bulk_wait_read();  // s.scores staged the last accumulator words
     if (ring_issuer()) {
         const int lane = threadIdx.x & 31, copy = lane % kAccCopies;
-        const unsigned long long* probe = acc_word(P, layer, copy, lane * kProbeStride + kProbeStride - 1);
+        const unsigned long long* probe = acc_word(P, slot, copy, lane * kProbeStride + kProbeStride - 1);
         const unsigned expected = acc_blocks(copy);
         for (;;) {
             const unsigned count = acc_count(ll_load_word(probe));
@@ -1811,7 +1961,7 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int layer
         const int i = threadIdx.x + j * kThreads;
 #pragma unroll
         for (int c = 0; c < kAccCopies; ++c) {
-            if (i < kHidden) w[j][c] = ll_load_word(acc_word(P, layer, c, i));
+            if (i < kHidden) w[j][c] = ll_load_word(acc_word(P, slot, c, i));
         }
     }
     float sq = 0.f;
@@ -1826,7 +1976,7 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int layer
                 while (acc_count(w[j][c]) != expected) {
                     acc_check_count(acc_count(w[j][c]), expected);
                     ll_backoff();
-                    w[j][c] = ll_load_word(acc_word(P, layer, c, i));
+                    w[j][c] = ll_load_word(acc_word(P, slot, c, i));
                 }
                 fixed += acc_fixed(w[j][c], expected);
             }
@@ -1885,6 +2035,11 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // reaches only after every block's residual rows (so after every block has read it).
     const unsigned launch = T::dataflow ? load_volatile_u32(P.counters + kLaunchSlot) : 0u;
     auto flag = [&](int layer, int phase) { return ll_flag(launch, layer, phase); };
+    static_assert(!T::splitk_o || T::splitk, "splitk_o builds on splitk");
+    constexpr int kSplit = kSplitOf<T>;
+    // Accumulator slots (split-K variants): a layer's down sums, and its O sums (dataflow_splitk_o).
+    auto down_slot = [](int layer) { return T::splitk_o ? 2 * layer + 1 : layer; };
+    auto o_slot = [](int layer) { return 2 * layer; };
     auto exchange_barrier = [&]() {
         if constexpr (!T::dataflow) grid_sync(P.counters + kGridWordSlot);
     };
@@ -1894,7 +2049,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     uint4 w[kStreamDepth];
     Ring ring{0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
-        ring = ring_start<T::dataflow, T::splitk>(P, s);
+        ring = ring_start<T::dataflow, kSplit>(P, s);
     } else {
         stream_start(P, s, w);
     }
@@ -1902,14 +2057,14 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto gemv = [&](auto k_tag, auto rows_per_out_tag, int seg, auto epilogue) -> float {
         constexpr int kK = decltype(k_tag)::value, kRowsPerOut = decltype(rows_per_out_tag)::value;
         if constexpr (T::ring) {
-            return ring_gemv<kK, kRowsPerOut, T::dataflow, T::splitk>(ring, seg, s.vec, s, epilogue);
+            return ring_gemv<kK, kRowsPerOut, T::dataflow, kSplit>(ring, seg, s.vec, s, epilogue);
         } else {
             return stream_gemv<kK, kRowsPerOut>(w, seg, stream_slice(P, seg), s.vec, s, epilogue);
         }
     };
     // The issuing warp, while it waits for other blocks (dataflow): the next page if the pace allows.
     auto pump = [&]() {
-        if constexpr (T::ring) ring_pump<T::splitk>(s, ring, kPacedInFlight<T::splitk>);
+        if constexpr (T::ring) ring_pump<kSplit>(s, ring, kPacedInFlight<kSplit>);
     };
     using Hidden = IntTag<kHidden>;
     using QDim = IntTag<kQDim>;
@@ -1975,7 +2130,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto rmsnorm = [&](bool from_embedding, const bf16_t* weight, int from_layer, int phase) {
         if constexpr (T::splitk) {
             if (!from_embedding && phase == kLLResidualDown) {
-                rmsnorm_acc(P, from_layer, weight, s, pump);
+                rmsnorm_acc(P, down_slot(from_layer), weight, s, pump);
                 return;
             }
         }
@@ -1994,58 +2149,106 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         MK_MARK(ev + 0);
         // QKV projection (the input RMSNorm is computed by every block).
         rmsnorm(layer == 0, P.norm_in + layer * kHidden, layer - 1, kLLResidualDown);
+        if constexpr (T::splitk_o) {
+            // Every block has added its down partial of the last layer, each computed after its
+            // whole read of that layer's O accumulator: this block zeroes its share for the next
+            // launch.
+            if (layer > 0) acc_clear(P, o_slot(layer - 1), false);
+        }
         MK_MARK(ev + 1);
         gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
         MK_MARK(ev + 2);
         exchange_barrier();
         MK_MARK(ev + 3);
 
-        // Attention with QK-norm, RoPE and the KV-cache write in its prologue.
-        for (int u = b; u < attention_units; u += nb) {
-            const int g = u / split.units, unit = u % split.units;
-            if constexpr (T::dataflow) {
-                const LLIO in{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)};
-                const LLIO out{P.attn_out, ll_buffers(P).attn_out, flag(layer, kLLAttnOut)};
-                if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
-                    attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out);
-                else
-                    attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out);
-            } else {
-                if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
-                    attention_unit_preloaded(P, layer, position, g, unit, split, s);
-                else
-                    attention_unit<true, true>(P, layer, position, g, unit, split, s);
+        // Attention with QK-norm, RoPE and the KV-cache write in its prologue, in units of
+        // (kv head, chunk of keys).
+        auto attention_units_phase = [&]() {
+            for (int u = b; u < attention_units; u += nb) {
+                const int g = u / split.units, unit = u % split.units;
+                if constexpr (T::dataflow) {
+                    const LLIO in{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)};
+                    const LLIO out{P.attn_out, ll_buffers(P).attn_out, flag(layer, kLLAttnOut)};
+                    if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
+                        attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out);
+                    else
+                        attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out);
+                } else {
+                    if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
+                        attention_unit_preloaded(P, layer, position, g, unit, split, s);
+                    else
+                        attention_unit<true, true>(P, layer, position, g, unit, split, s);
+                }
             }
-        }
-        MK_MARK(ev + 4);
-        exchange_barrier();
-        MK_MARK(ev + 5);
-
-        // O-projection + residual, publishing the next RMSNorm's partial sums of squares.
-        if constexpr (T::dataflow) {
-            // Probes: the last output of each kv head's group of q heads (the unit or the combine
-            // that writes it writes the whole group).
-            ll_vector_to_shared<kQDim>(ll_buffers(P).attn_out, flag(layer, kLLAttnOut), s.vec, kKVHeads,
-                                       [](int g) { return (g + 1) * kGqa * kHeadDim - 1; }, pump);
+        };
+        if constexpr (T::splitk_o) {
+            // Attention and the O projection split over K: the block's attention outputs (rows
+            // [o0, o0 + no) of W_o^T, o_split_rows) land in s.vec (its QKV input is consumed), by
+            // its own attention_group while the keys fit one preloaded unit, else from the units'
+            // LL words; its partial of the whole O output goes into the layer's O accumulator, and
+            // the post-attention RMSNorm adds the blocks' partials to the residual.
+            int o0, no;
+            o_split_rows(b, nb, &o0, &no);
+            const int g = o0 / (kGqa * kHeadDim);
+            if (position + 1 <= kLocalAttnMaxKeys) {
+                if (no > 0) {
+                    attention_group(P, layer, position, g, o0 == g * kGqa * kHeadDim, s,
+                                    LLIO{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)}, SharedOut{P.attn_out + o0, s.vec, no},
+                                    pump);
+                }
+                MK_MARK(ev + 4);
+                MK_MARK(ev + 5);
+            } else {
+                attention_units_phase();
+                MK_MARK(ev + 4);
+                MK_MARK(ev + 5);
+                if (no > 0) {  // probe: the group's last output (its unit or combine writes them all)
+                    const unsigned f = flag(layer, kLLAttnOut);
+                    const unsigned long long* words = ll_buffers(P).attn_out;
+                    if (ring_issuer())
+                        (void)ll_gather_probes(words, 1, f, [g](int) { return (g + 1) * kGqa * kHeadDim - 1; }, pump);
+                    __syncthreads();
+                    for (int i = threadIdx.x; i < no; i += kThreads) s.vec[i] = ll_load(words + o0 + i, f);
+                }
+            }
+            MK_MARK(ev + 6);
+            ring_down_splitk<true, kSplit>(ring, 4 * layer + 1, s.vec, s);
+            acc_publish(P, o_slot(layer), s);
+            MK_MARK(ev + 7);
+            MK_MARK(ev + 8);
+            rmsnorm_acc(P, o_slot(layer), P.norm_post + layer * kHidden, s, pump);
         } else {
-            load_vector_to_shared(P.attn_out, kQDim, s.vec);
-        }
-        MK_MARK(ev + 6);
-        {
-            const StreamSlice x = stream_slice(P, 4 * layer + 1);
-            publish(gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_o), x.nrows, kLLResidualO);
-        }
-        MK_MARK(ev + 7);
-        exchange_barrier();
-        MK_MARK(ev + 8);
+            attention_units_phase();
+            MK_MARK(ev + 4);
+            exchange_barrier();
+            MK_MARK(ev + 5);
 
-        // Post-attention RMSNorm, gate/up, SiLU * up.
-        rmsnorm(false, P.norm_post + layer * kHidden, layer, kLLResidualO);
+            // O-projection + residual, publishing the next RMSNorm's partial sums of squares.
+            if constexpr (T::dataflow) {
+                // Probes: the last output of each kv head's group of q heads (the unit or the combine
+                // that writes it writes the whole group).
+                ll_vector_to_shared<kQDim>(ll_buffers(P).attn_out, flag(layer, kLLAttnOut), s.vec, kKVHeads,
+                                           [](int g) { return (g + 1) * kGqa * kHeadDim - 1; }, pump);
+            } else {
+                load_vector_to_shared(P.attn_out, kQDim, s.vec);
+            }
+            MK_MARK(ev + 6);
+            {
+                const StreamSlice x = stream_slice(P, 4 * layer + 1);
+                publish(gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_o), x.nrows, kLLResidualO);
+            }
+            MK_MARK(ev + 7);
+            exchange_barrier();
+            MK_MARK(ev + 8);
+
+            // Post-attention RMSNorm, gate/up, SiLU * up.
+            rmsnorm(false, P.norm_post + layer * kHidden, layer, kLLResidualO);
+        }
         if constexpr (T::splitk) {
             // Every block has now published this layer's residual rows, each computed from its whole
             // read of the previous layer's accumulator: that accumulator is free, and this block
             // zeroes its share for the next launch. (The last layer's: after the LM head.)
-            if (layer > 0) acc_clear(P, layer - 1, false);
+            if (layer > 0) acc_clear(P, down_slot(layer - 1), false);
         }
         MK_MARK(ev + 9);
         gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
@@ -2058,8 +2261,8 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             // The block's partial of the whole output, into the layer's accumulator; the next
             // RMSNorm adds it to the residual.
             MK_MARK(ev + 12);
-            ring_down_splitk<true>(ring, 4 * layer + 3, s.scores, s);
-            acc_publish(P, layer, s);
+            ring_down_splitk<true, kSplit>(ring, 4 * layer + 3, s.scores, s);
+            acc_publish(P, down_slot(layer), s);
             MK_MARK(ev + 13);
             MK_MARK(ev + 14);
             continue;
@@ -2084,6 +2287,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // Final RMSNorm and the tied LM head.
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 0);
     rmsnorm(kLayers == 0, P.norm_final, kLayers - 1, kLLResidualDown);
+    if constexpr (T::splitk_o) acc_clear(P, o_slot(kLayers - 1), false);  // as after each input RMSNorm
     // dataflow_splitk: the block has read the last layer's accumulator; the last block to say so
     // zeroes it after the LM head (the atomic's answer is not needed before then).
     unsigned readers_before = 0u;
@@ -2097,7 +2301,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         if (threadIdx.x == 0) *last = readers_before == static_cast<unsigned>(nb - 1);
         __syncthreads();
         if (*last) {
-            acc_clear(P, kLayers - 1, true);
+            acc_clear(P, down_slot(kLayers - 1), true);
             if (threadIdx.x == 0) P.counters[kAccReadSlot] = 0u;
         }
     }
@@ -2135,3 +2339,4 @@ template __global__ void megakernel_decode<5>(const __grid_constant__ mk::Megake
 template __global__ void megakernel_decode<6>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<7>(const __grid_constant__ mk::MegakernelParams, const int, const int);
 template __global__ void megakernel_decode<8>(const __grid_constant__ mk::MegakernelParams, const int, const int);
+template __global__ void megakernel_decode<9>(const __grid_constant__ mk::MegakernelParams, const int, const int);

@@ -59,6 +59,15 @@ MAX_SEQ = 1152
         ("dataflow_splitk", TINY.kv_heads, 1100, False),
         ("dataflow_splitk", 13, 300, False),
         ("dataflow_splitk", 7, 70, False),
+        # dataflow_splitk_o: every block of a group runs the head's attention itself while the keys
+        # fit one preloaded unit (<= 64: positions 0, 30, 63), from the units' LL words beyond
+        # (64, 70 above, 300, 1100); groups of 1, 3 and 6 blocks, blocks past the groups idle.
+        ("dataflow_splitk_o", TINY.kv_heads, 0, False),
+        ("dataflow_splitk_o", 13, 30, False),
+        ("dataflow_splitk_o", 7, 63, False),
+        ("dataflow_splitk_o", 7, 64, False),
+        ("dataflow_splitk_o", 13, 300, False),
+        ("dataflow_splitk_o", TINY.kv_heads, 1100, False),
     ],
 )
 def test_emulated_step_matches_reference(variant: str, blocks: int, position: int, own_grid_barrier: bool) -> None:
@@ -70,7 +79,8 @@ def test_emulated_step_matches_reference(variant: str, blocks: int, position: in
 WIDE_VOCAB = dataclasses.replace(TINY, name="tiny", vocab=9001)
 
 
-@pytest.mark.parametrize("variant", ["fused", "fused_stream", "fused_ring", "dataflow", "dataflow_splitk"])
+@pytest.mark.parametrize("variant", ["fused", "fused_stream", "fused_ring", "dataflow", "dataflow_splitk",
+                                     "dataflow_splitk_o"])
 def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     check_emulated_step(WIDE_VOCAB, variant, TINY.kv_heads, 5, False)
 
@@ -94,7 +104,7 @@ def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position
     assert np.all(words & 0x7FFFFFFF == 0), "arrival counters / barrier words not back to zero"
     assert launches == (1 if variant in DATAFLOW_VARIANTS else 0), f"launch count {launches} after one {variant} step"
     assert readers == 0, "the last accumulator's reader count not back to zero"
-    assert not buffers["down_acc"].any(), "dataflow_splitk left its accumulators non-zero for the next launch"
+    assert not buffers["down_acc"].any(), f"{variant} left its accumulators non-zero for the next launch"
 
 
 @pytest.mark.parametrize("ring", [False, True])
@@ -120,7 +130,7 @@ def test_emulator_rejects_bad_arguments() -> None:
 ODD_PAGE_ROWS = ModelConfig("odd-pages", layers=1, hidden=768, q_heads=8, kv_heads=4, intermediate=2048, vocab=700)
 
 
-@pytest.mark.parametrize("variant", ["fused_ring", "dataflow", "dataflow_splitk"])
+@pytest.mark.parametrize("variant", ["fused_ring", "dataflow", "dataflow_splitk", "dataflow_splitk_o"])
 def test_emulated_ring_with_odd_page_rows(variant: str) -> None:
     check_emulated_step(ODD_PAGE_ROWS, variant, 5, 40, False)
 
@@ -128,30 +138,32 @@ def test_emulated_ring_with_odd_page_rows(variant: str) -> None:
 @pytest.mark.parametrize("defines", [(), ("MK_ACC_BULK=0", "MK_ACC_COPIES=3", "MK_ACC_STRIDE=2"), ("MK_ACC_COPIES=2",)],
                          ids=["default-bulk", "three-copies-strided-atomics", "two-copies-bulk"])
 def test_emulated_splitk_accumulators_carry_over_launches(defines: tuple[str, ...]) -> None:
-    """dataflow_splitk's accumulators must be zero again after each launch, whatever ran between:
-    three steps in a row on the same buffers (splitk, dataflow, splitk; the launch counter advances
-    under both), each checked against the reference stepping the same cache."""
+    """The split-K variants' accumulators must be zero again after each launch, whatever ran
+    between: four steps in a row on the same buffers (splitk, dataflow, splitk_o, splitk; the
+    launch counter advances under all), each checked against the reference stepping the same cache."""
     weights = make_weights(TINY, 5)
     k, v = random_kv_cache(TINY, MAX_SEQ, 6)
     ref = ReferenceModel(TINY, weights, MAX_SEQ)
     buffers = DecodeBuffers.build(TINY, weights, MAX_SEQ, max_blocks=5)
     buffers["k_cache"][...] = k
     buffers["v_cache"][...] = v
-    for step, variant in enumerate(("dataflow_splitk", "dataflow", "dataflow_splitk")):
+    for step, variant in enumerate(("dataflow_splitk", "dataflow", "dataflow_splitk_o", "dataflow_splitk")):
         token, position = 11 + step, 30 + step
         expected = ref.decode_step(token, position, k, v)
         emulate_decode(buffers, variant, token=token, position=position, blocks=5, seed=step, defines=defines)
         assert_close(buffers["logits"], expected, name=f"step {step} ({variant}) logits", **LOGIT_TOLERANCE[TINY.name])
         assert not buffers["down_acc"].any(), f"accumulators not zero after step {step} ({variant})"
-    assert buffers["counters"][-2] == 3, "launch counter"
+    assert buffers["counters"][-2] == 4, "launch counter"
 
 
+@pytest.mark.parametrize("variant", ["dataflow_splitk", "dataflow_splitk_o"])
 @pytest.mark.parametrize("word", [0, 7], ids=["a-word", "a-probe-word"])
-def test_emulated_splitk_stops_on_accumulators_left_over(word: int) -> None:
+def test_emulated_splitk_stops_on_accumulators_left_over(word: int, variant: str) -> None:
     """Accumulators an unfinished launch left non-zero would make the readers wait forever for a
     count they have passed: the kernel traps with that reason instead of hanging, whether the word
     is one the issuing warp polls first (TINY: every 8th, from 7) or not."""
     buffers = DecodeBuffers.build(TINY, make_weights(TINY, 0), MAX_SEQ, max_blocks=4)
-    buffers["down_acc"][word * ACC_WORDS_PER_OUTPUT] = np.uint64(3 << 56)  # layer 0: three blocks already added
+    # Slot 0 (layer 0's down sums; dataflow_splitk_o: its O sums): three blocks already added.
+    buffers["down_acc"][word * ACC_WORDS_PER_OUTPUT] = np.uint64(3 << 56)
     with pytest.raises(RuntimeError, match="trap: .*left over from an unfinished launch"):
-        emulate_decode(buffers, "dataflow_splitk", token=1, position=0, blocks=4)
+        emulate_decode(buffers, variant, token=1, position=0, blocks=4)

@@ -194,6 +194,7 @@ int mk_emulate_decode(int variant, const void* params, int token, int position, 
         case 6: body = [p, token, position] { megakernel_decode<6>(p, token, position); }; break;
         case 7: body = [p, token, position] { megakernel_decode<7>(p, token, position); }; break;
         case 8: body = [p, token, position] { megakernel_decode<8>(p, token, position); }; break;
+        case 9: body = [p, token, position] { megakernel_decode<9>(p, token, position); }; break;
         default: snprintf(error, error_bytes, "unknown variant %d", variant); return 1;
     }
     const int shared = variant >= 6 ? mk::kSharedBytesRing : mk::kSharedBytes;
