@@ -1496,7 +1496,16 @@ struct SharedOut {
 // probe gather by the issuing warp first, keeping the ring paced, so that 16 blocks per head do
 // not all poll), with the current K/V row from shared memory; `writes_row` (one block per group)
 // also stores that row in the cache. The arithmetic is attention_unit_preloaded's with one unit.
-constexpr int kLocalAttnMaxKeys = kAttnPreloadTiles * kAttnTile;
+// The issuing warp pumps the ring after each block barrier: without it (H200, session 12) the
+// ring ran dry during attention, and the gate/up and down GEMVs that followed waited for pages.
+// MK_LOCAL_ATTN_MAX_KEYS (tuning, 0 .. 64): the most keys attention_group takes; longer sequences
+// (and all with 0) use the attention units and their LL outputs.
+#ifndef MK_LOCAL_ATTN_MAX_KEYS
+#define MK_LOCAL_ATTN_MAX_KEYS 64
+#endif
+constexpr int kLocalAttnMaxKeys = MK_LOCAL_ATTN_MAX_KEYS;
+static_assert(kLocalAttnMaxKeys >= 0 && kLocalAttnMaxKeys <= kAttnPreloadTiles * kAttnTile,
+              "MK_LOCAL_ATTN_MAX_KEYS: 0 .. the keys of one preloaded unit");
 
 template <class Out, class Pump>
 __device__ __forceinline__ void attention_group(const MegakernelParams& P, int layer, int position, int g,
@@ -1536,6 +1545,7 @@ __device__ __forceinline__ void attention_group(const MegakernelParams& P, int l
         }
     }
     __syncthreads();
+    if (ring_issuer()) pump();
 #pragma unroll
     for (int a = 0; a < kAttnPreloadTiles; ++a) {
         if (a * kAttnTile + slot == n - 1) {
@@ -1557,9 +1567,11 @@ __device__ __forceinline__ void attention_group(const MegakernelParams& P, int l
         }
     }
     __syncthreads();
+    if (ring_issuer()) pump();
 
     // 3. Softmax statistics per q head; scores become e^(s - max).
     unit_softmax(n, s, lane, warp);
+    if (ring_issuer()) pump();
 
     // 4. Sum of e^(s - max) * v, one q head at a time.
 #pragma unroll
@@ -1580,6 +1592,7 @@ __device__ __forceinline__ void attention_group(const MegakernelParams& P, int l
         }
     }
     __syncthreads();
+    if (ring_issuer()) pump();
 
     // 5. The outputs (one unit: attn = sum / l), those of this block into shared memory.
     unit_output(P, g, 0, AttentionSplit{kAttnMaxChunk, 1}, s, out, tid);
