@@ -138,7 +138,8 @@ def scratch_arrays(config: ModelConfig, max_seq: int, max_blocks: int) -> dict[s
         "sumsq_partial": np.full(max_blocks, f32_nan, dtype=np.float32),
         "counters": np.zeros(2 * c.kv_heads + 3, dtype=np.uint32),
         # LL words of the dataflow variant (value, flag): flag 0 never matches a launch's flags.
-        "ll": np.zeros(c.hidden + c.qkv_rows + c.q_dim + c.intermediate + max_blocks, dtype=np.uint64),
+        # Then dataflow_splitk_o's LL twin of attn_partial (the units' records).
+        "ll": np.zeros(c.hidden + c.qkv_rows + c.q_dim + c.intermediate + max_blocks + partial, dtype=np.uint64),
         # The split-K variants' fixed-point accumulators, two slots per layer (dataflow_splitk uses
         # the first half for its down sums, dataflow_splitk_o all: O and down sums): zero between
         # launches (each launch zeroes what it used).

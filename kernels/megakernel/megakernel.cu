@@ -998,9 +998,10 @@ struct LLIO {
 };
 
 // The dataflow variant's LL buffer (MegakernelParams::ll): the residual stream, q/k/v, the
-// attention output, the SwiGLU activations, then the per-block sums of squares.
+// attention output, the SwiGLU activations, the per-block sums of squares, then the attention
+// units' records (dataflow_splitk_o; the twin of attn_partial).
 struct LLBuffers {
-    unsigned long long *residual, *qkv, *attn_out, *act, *sumsq;
+    unsigned long long *residual, *qkv, *attn_out, *act, *sumsq, *partial;
 };
 __device__ __forceinline__ LLBuffers ll_buffers(const MegakernelParams& P) {
     LLBuffers b;
@@ -1009,6 +1010,7 @@ __device__ __forceinline__ LLBuffers ll_buffers(const MegakernelParams& P) {
     b.attn_out = b.qkv + kQkvRows;
     b.act = b.attn_out + kQDim;
     b.sumsq = b.act + kInter;
+    b.partial = b.sumsq + gridDim.x;
     return b;
 }
 
@@ -1048,9 +1050,7 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
 // Task r of kv head g, run by one warp: r < gqa is q head g * gqa + r (normalised and rotated into
 // q_dst, 128 floats); r == gqa is k, r == gqa + 1 is v (both stored as bf16 in the cache row of
 // `position`; with kToShared also into row_s, 128 bf16, for the stream variant's attention).
-// kWriteCache = false (dataflow_splitk_o: every block of the group computes the row, one writes it):
-// the K or V row into row_s only.
-template <bool kToShared = false, bool kWriteCache = true, class IO = PlainIO>
+template <bool kToShared = false, class IO = PlainIO>
 __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, int position, int g, int r, float* q_dst,
                                         bf16_t* row_s = nullptr, IO io = IO{}) {
     const int lane = threadIdx.x & 31;
@@ -1060,7 +1060,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const bf16_t v = float_to_bf16(io.load(raw + lane + 32 * j));
-            if (kWriteCache) dst[lane + 32 * j] = v;
+            dst[lane + 32 * j] = v;
             if (kToShared) row_s[lane + 32 * j] = v;
         }
         return;
@@ -1077,7 +1077,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const bf16_t k = float_to_bf16(out[j]);
-            if (kWriteCache) dst[lane + 32 * j] = k;
+            dst[lane + 32 * j] = k;
             if (kToShared) row_s[lane + 32 * j] = k;
         }
     }
@@ -1248,24 +1248,25 @@ __device__ __forceinline__ void unit_softmax(int n, const Shared& s, int lane, i
 }
 
 // The unit's output from the warps' partial sums in s.partial: attn_out when the head has one
-// unit, else the unit's (o, max, sum) record for the combine.
-template <class Out>
+// unit, else the unit's (o, max, sum) record for the combine. LL records (dataflow_splitk_o): always
+// the record, which the blocks projecting the head's outputs merge themselves (merge_unit_records).
+template <class Out, class Rec = PlainIO>
 __device__ __forceinline__ void unit_output(const MegakernelParams& P, int g, int u, AttentionSplit split,
-                                            const Shared& s, Out out, int tid) {
+                                            const Shared& s, Out out, int tid, Rec rec_io = Rec{}) {
     for (int o = tid; o < kGqa * kHeadDim; o += kThreads) {
         const int h = o / kHeadDim, d = o % kHeadDim;
         float sum = 0.f;
 #pragma unroll
         for (int w = 0; w < kWarps; ++w) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
         const float m = s.misc[kStatsSlot + 2 * h], l = s.misc[kStatsSlot + 2 * h + 1];
-        if (split.units == 1) {
+        if (split.units == 1 && !Rec::kLL) {
             out.store(P.attn_out + (g * kGqa + h) * kHeadDim + d, sum / l);
         } else {
             float* rec = P.attn_partial + (static_cast<size_t>(g * split.units + u) * kGqa + h) * kPartialStride;
-            rec[d] = sum;
+            rec_io.store(rec + d, sum);
             if (d == 0) {
-                rec[kHeadDim] = m;
-                rec[kHeadDim + 1] = l;
+                rec_io.store(rec + kHeadDim, m);
+                rec_io.store(rec + kHeadDim + 1, l);
             }
         }
     }
@@ -1278,9 +1279,10 @@ __device__ __forceinline__ void unit_output(const MegakernelParams& P, int g, in
 // kStream (stream variant, units too long for attention_unit_preloaded): no fence in warps 1-15
 // (the K/V rows written here are read back by this block only, after __syncthreads), and the
 // stream combine.
-template <bool kFusedQk, bool kStream = false, class In = PlainIO, class Out = PlainIO>
+template <bool kFusedQk, bool kStream = false, class In = PlainIO, class Out = PlainIO, class Rec = PlainIO>
 __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int layer, int position, int g, int u,
-                                               AttentionSplit split, const Shared& s, In in = In{}, Out out = Out{}) {
+                                               AttentionSplit split, const Shared& s, In in = In{}, Out out = Out{},
+                                               Rec rec = Rec{}) {
     constexpr int kAttnUnroll = kStream ? 2 : mk::kAttnUnroll;  // registers are scarce with the weight stream live
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int start = u * split.chunk;
@@ -1371,8 +1373,8 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
     __syncthreads();
 
     // 5. The unit's output (one unit per head) or its record for the combine.
-    unit_output(P, g, u, split, s, out, tid);
-    if (split.units > 1) {
+    unit_output(P, g, u, split, s, out, tid, rec);
+    if (split.units > 1 && !Rec::kLL) {
         if (kStream) {
             combine_if_last_stream(P, g, split.units, s, out);
         } else {
@@ -1390,10 +1392,10 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
 // with the weight stream live.
 constexpr int kAttnPreloadTiles = 2;
 
-template <class In = PlainIO, class Out = PlainIO>
+template <class In = PlainIO, class Out = PlainIO, class Rec = PlainIO>
 __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams& P, int layer, int position, int g,
                                                          int u, AttentionSplit split, const Shared& s, In in = In{},
-                                                         Out out = Out{}) {
+                                                         Out out = Out{}, Rec rec = Rec{}) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int slot = tid >> 4, dc = tid & 15;
     const int start = u * split.chunk;
@@ -1473,130 +1475,56 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     __syncthreads();
 
     // 5. The unit's output (one unit per head) or its record for the combine.
-    unit_output(P, g, u, split, s, out, tid);
-    if (split.units > 1) combine_if_last_stream(P, g, split.units, s, out);
+    unit_output(P, g, u, split, s, out, tid, rec);
+    if (split.units > 1 && !Rec::kLL) combine_if_last_stream(P, g, split.units, s, out);
     __syncthreads();  // shared buffers are reused by the next unit
 }
 
-// dataflow_splitk_o: a block's attention outputs go to shared memory, not to other blocks. Stores
-// outside [base, base + count) (the outputs other blocks of the group project) are dropped.
-struct SharedOut {
-    static constexpr bool kLL = false;
-    const float* base;
-    float* dst;
-    int count;
-    __device__ __forceinline__ void store(float* p, float v) const {
-        const long long i = p - base;
-        if (i >= 0 && i < count) dst[i] = v;
-    }
-};
-
-// dataflow_splitk_o's attention while the keys fit one preloaded unit: every block of kv head g's
-// group computes the head's whole attention for the current position from the q/k/v LL words (a
-// probe gather by the issuing warp first, keeping the ring paced, so that 16 blocks per head do
-// not all poll), with the current K/V row from shared memory; `writes_row` (one block per group)
-// also stores that row in the cache. The arithmetic is attention_unit_preloaded's with one unit.
-// The issuing warp pumps the ring after each block barrier: without it (H200, session 12) the
-// ring ran dry during attention, and the gate/up and down GEMVs that followed waited for pages.
-// MK_LOCAL_ATTN_MAX_KEYS (tuning, 0 .. 64): the most keys attention_group takes; longer sequences
-// (and all with 0) use the attention units and their LL outputs.
-#ifndef MK_LOCAL_ATTN_MAX_KEYS
-#define MK_LOCAL_ATTN_MAX_KEYS 64
-#endif
-constexpr int kLocalAttnMaxKeys = MK_LOCAL_ATTN_MAX_KEYS;
-static_assert(kLocalAttnMaxKeys >= 0 && kLocalAttnMaxKeys <= kAttnPreloadTiles * kAttnTile,
-              "MK_LOCAL_ATTN_MAX_KEYS: 0 .. the keys of one preloaded unit");
-
-template <class Out, class Pump>
-__device__ __forceinline__ void attention_group(const MegakernelParams& P, int layer, int position, int g,
-                                                bool writes_row, const Shared& s, LLIO in, Out out, Pump pump) {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int slot = tid >> 4, dc = tid & 15;
-    const int n = position + 1;  // <= kLocalAttnMaxKeys
-    const size_t head = kv_offset(P, layer, g, 0);
-
-    // 0. Keys and values before `position` in flight (the current row comes from shared memory).
-    uint4 kr[kAttnPreloadTiles], vr[kAttnPreloadTiles];
-#pragma unroll
-    for (int a = 0; a < kAttnPreloadTiles; ++a) {
-        const int j = a * kAttnTile + slot;
-        kr[a] = make_uint4(0u, 0u, 0u, 0u);
-        vr[a] = make_uint4(0u, 0u, 0u, 0u);
-        if (j < n - 1) {
-            kr[a] = load_l2_16B(P.k_cache + head + static_cast<size_t>(j) * kHeadDim + dc * 8);
-            vr[a] = load_l2_16B(P.v_cache + head + static_cast<size_t>(j) * kHeadDim + dc * 8);
-        }
-    }
-
-    // 1. Wait for the head's q/k/v rows (probes spread over them), then the queries and the current
-    //    K and V rows.
+// dataflow_splitk_o: the block's attention outputs [o0, o0 + no) (all of kv head g's group) into
+// out_s, merged from the head's `units` LL records (o, max, sum per q head) as
+// combine_if_last_stream merges them, but by every block for its own outputs: no arrival counter,
+// fence or last unit, and no exchange of the merged outputs. The issuing warp first waits for one
+// word of each unit's record (keeping the ring paced).
+template <class Pump>
+__device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, const LLIO& rec, int g, int units,
+                                                   int o0, int no, float* out_s, Pump pump) {
+    const float* head = P.attn_partial + static_cast<size_t>(g) * units * kGqa * kPartialStride;
     if (ring_issuer()) {
-        const unsigned long long* words = in.word(P.qkv + g * kGroupRows);
-        (void)ll_gather_probes(words, 32, in.flag, [](int i) { return (i + 1) * kGroupRows / 32 - 1; }, pump);
+        (void)ll_gather_probes(rec.word(head), units, rec.flag,
+                               [](int u) { return (u * kGqa + kGqa - 1) * kPartialStride + kHeadDim + 1; }, pump);
     }
     __syncthreads();
-    if (warp < kGqa) {
-        qk_task<false>(P, layer, position, g, warp, s.q + warp * kHeadDim, nullptr, in);
-    } else if (warp < kGqa + 2) {
-        if (writes_row) {
-            qk_task<true, true>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim, in);
-        } else {
-            qk_task<true, false>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim, in);
+    for (int i = threadIdx.x; i < no; i += kThreads) {
+        const int q = o0 - g * kGqa * kHeadDim + i, h = q / kHeadDim, d = q % kHeadDim;
+        float m = -3.402823466e38f, l = 0.f, acc = 0.f;
+        for (int u0 = 0; u0 < units; u0 += kCombineBatch) {
+            unsigned long long mw[kCombineBatch], lw[kCombineBatch], ow[kCombineBatch];
+#pragma unroll
+            for (int j = 0; j < kCombineBatch; ++j) {
+                if (u0 + j < units) {
+                    const float* r = head + ((u0 + j) * kGqa + h) * kPartialStride;
+                    mw[j] = ll_load_word(rec.word(r + kHeadDim));
+                    lw[j] = ll_load_word(rec.word(r + kHeadDim + 1));
+                    ow[j] = ll_load_word(rec.word(r + d));
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kCombineBatch; ++j) {
+                if (u0 + j < units) {
+                    const float* r = head + ((u0 + j) * kGqa + h) * kPartialStride;
+                    const float mv = ll_value(rec.word(r + kHeadDim), mw[j], rec.flag);
+                    const float lv = ll_value(rec.word(r + kHeadDim + 1), lw[j], rec.flag);
+                    const float ov = ll_value(rec.word(r + d), ow[j], rec.flag);
+                    const float m_new = fmaxf(m, mv);
+                    const float keep = expf(m - m_new), add = expf(mv - m_new);
+                    acc = fmaf(acc, keep, add * ov);
+                    l = fmaf(l, keep, add * lv);
+                    m = m_new;
+                }
+            }
         }
+        out_s[i] = acc / l;
     }
-    __syncthreads();
-    if (ring_issuer()) pump();
-#pragma unroll
-    for (int a = 0; a < kAttnPreloadTiles; ++a) {
-        if (a * kAttnTile + slot == n - 1) {
-            kr[a] = reinterpret_cast<const uint4*>(s.kv_row)[dc];
-            vr[a] = reinterpret_cast<const uint4*>(s.kv_row + kHeadDim)[dc];
-        }
-    }
-
-    // 2. Scores q.k / sqrt(128).
-#pragma unroll
-    for (int a = 0; a < kAttnPreloadTiles; ++a) {
-        const int j = a * kAttnTile + slot;
-#pragma unroll
-        for (int h = 0; h < kGqa; ++h) {
-            const float4 lo = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc];
-            const float4 hi = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc + 1];
-            const float d = half_warp_sum(dot8_bf16_f32(kr[a], lo, hi));
-            if (dc == 0 && j < n) s.scores[h * kAttnMaxChunk + j] = d * kAttnScale;
-        }
-    }
-    __syncthreads();
-    if (ring_issuer()) pump();
-
-    // 3. Softmax statistics per q head; scores become e^(s - max).
-    unit_softmax(n, s, lane, warp);
-    if (ring_issuer()) pump();
-
-    // 4. Sum of e^(s - max) * v, one q head at a time.
-#pragma unroll
-    for (int h = 0; h < kGqa; ++h) {
-        float acc[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] = 0.f;
-#pragma unroll
-        for (int a = 0; a < kAttnPreloadTiles; ++a) {
-            const int j = a * kAttnTile + slot;
-            if (j < n) axpy8_bf16(acc, s.scores[h * kAttnMaxChunk + j], vr[a]);
-        }
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] += __shfl_xor_sync(kFullMask, acc[i], 16);
-        if (lane < 16) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = acc[i];
-        }
-    }
-    __syncthreads();
-    if (ring_issuer()) pump();
-
-    // 5. The outputs (one unit: attn = sum / l), those of this block into shared memory.
-    unit_output(P, g, 0, AttentionSplit{kAttnMaxChunk, 1}, s, out, tid);
-    __syncthreads();
 }
 
 // ---- the down projection split over K (dataflow_splitk) ---------------------------------------
@@ -2175,17 +2103,17 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         MK_MARK(ev + 3);
 
         // Attention with QK-norm, RoPE and the KV-cache write in its prologue, in units of
-        // (kv head, chunk of keys).
-        auto attention_units_phase = [&]() {
+        // (kv head, chunk of keys); `rec`: how units of a split head leave their records.
+        auto attention_units_phase = [&](auto rec) {
             for (int u = b; u < attention_units; u += nb) {
                 const int g = u / split.units, unit = u % split.units;
                 if constexpr (T::dataflow) {
                     const LLIO in{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)};
                     const LLIO out{P.attn_out, ll_buffers(P).attn_out, flag(layer, kLLAttnOut)};
                     if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
-                        attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out);
+                        attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out, rec);
                     else
-                        attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out);
+                        attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out, rec);
                 } else {
                     if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
                         attention_unit_preloaded(P, layer, position, g, unit, split, s);
@@ -2195,35 +2123,18 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             }
         };
         if constexpr (T::splitk_o) {
-            // Attention and the O projection split over K: the block's attention outputs (rows
-            // [o0, o0 + no) of W_o^T, o_split_rows) land in s.vec (its QKV input is consumed), by
-            // its own attention_group while the keys fit one preloaded unit, else from the units'
-            // LL words; its partial of the whole O output goes into the layer's O accumulator, and
-            // the post-attention RMSNorm adds the blocks' partials to the residual.
+            // The O projection split over K: the units leave (o, max, sum) records as LL words, and
+            // each block merges those of its rows [o0, o0 + no) of W_o^T (o_split_rows) into s.vec
+            // (its QKV input is consumed); its partial of the whole O output goes into the layer's
+            // O accumulator, and the post-attention RMSNorm adds the blocks' partials to the
+            // residual. Neither a combine nor the whole attention output crosses between blocks.
+            const LLIO rec{P.attn_partial, ll_buffers(P).partial, flag(layer, kLLAttnOut)};
+            attention_units_phase(rec);
+            MK_MARK(ev + 4);
+            MK_MARK(ev + 5);
             int o0, no;
             o_split_rows(b, nb, &o0, &no);
-            const int g = o0 / (kGqa * kHeadDim);
-            if (position + 1 <= kLocalAttnMaxKeys) {
-                if (no > 0) {
-                    attention_group(P, layer, position, g, o0 == g * kGqa * kHeadDim, s,
-                                    LLIO{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)}, SharedOut{P.attn_out + o0, s.vec, no},
-                                    pump);
-                }
-                MK_MARK(ev + 4);
-                MK_MARK(ev + 5);
-            } else {
-                attention_units_phase();
-                MK_MARK(ev + 4);
-                MK_MARK(ev + 5);
-                if (no > 0) {  // probe: the group's last output (its unit or combine writes them all)
-                    const unsigned f = flag(layer, kLLAttnOut);
-                    const unsigned long long* words = ll_buffers(P).attn_out;
-                    if (ring_issuer())
-                        (void)ll_gather_probes(words, 1, f, [g](int) { return (g + 1) * kGqa * kHeadDim - 1; }, pump);
-                    __syncthreads();
-                    for (int i = threadIdx.x; i < no; i += kThreads) s.vec[i] = ll_load(words + o0 + i, f);
-                }
-            }
+            if (no > 0) merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, pump);
             MK_MARK(ev + 6);
             ring_down_splitk<true, kSplit>(ring, 4 * layer + 1, s.vec, s);
             acc_publish(P, o_slot(layer), s);
@@ -2231,7 +2142,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             MK_MARK(ev + 8);
             rmsnorm_acc(P, o_slot(layer), P.norm_post + layer * kHidden, s, pump);
         } else {
-            attention_units_phase();
+            attention_units_phase(PlainIO{});
             MK_MARK(ev + 4);
             exchange_barrier();
             MK_MARK(ev + 5);

@@ -59,9 +59,10 @@ MAX_SEQ = 1152
         ("dataflow_splitk", TINY.kv_heads, 1100, False),
         ("dataflow_splitk", 13, 300, False),
         ("dataflow_splitk", 7, 70, False),
-        # dataflow_splitk_o: every block of a group runs the head's attention itself while the keys
-        # fit one preloaded unit (<= 64: positions 0, 30, 63), from the units' LL words beyond
-        # (64, 70 above, 300, 1100); groups of 1, 3 and 6 blocks, blocks past the groups idle.
+        # dataflow_splitk_o: each block merges the units' LL records of its attention outputs: one
+        # unit per head (positions 0, 30, 63 on 7 blocks), two (64), several (70 above, 300),
+        # chunks capped at 1024 keys (1100 on 2 blocks); groups of 1, 3 and 6 blocks, the blocks
+        # past the groups without O rows.
         ("dataflow_splitk_o", TINY.kv_heads, 0, False),
         ("dataflow_splitk_o", 13, 30, False),
         ("dataflow_splitk_o", 7, 63, False),
