@@ -1481,10 +1481,11 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 }
 
 // dataflow_splitk_o: the block's attention outputs [o0, o0 + no) (all of kv head g's group) into
-// out_s, merged from the head's `units` LL records (o, max, sum per q head) as
-// combine_if_last_stream merges them, but by every block for its own outputs: no arrival counter,
-// fence or last unit, and no exchange of the merged outputs. The issuing warp first waits for one
-// word of each unit's record (keeping the ring paced).
+// out_s, merged from the head's `units` LL records (o, max, sum per q head) by every block for its
+// own outputs: no arrival counter, fence or last unit, and no exchange of the merged outputs. The
+// issuing warp first waits for one word of each unit's record (keeping the ring paced); then warp w
+// merges outputs w, w + kWarps, ..., lane j taking units j, j + 32, ... so that all loads of up to
+// 32 units are one round trip, and the lanes meet by shuffles (max, then the rescaled sums).
 template <class Pump>
 __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, const LLIO& rec, int g, int units,
                                                    int o0, int no, float* out_s, Pump pump) {
@@ -1494,36 +1495,27 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
                                [](int u) { return (u * kGqa + kGqa - 1) * kPartialStride + kHeadDim + 1; }, pump);
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < no; i += kThreads) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int i = warp; i < no; i += kWarps) {  // uniform per warp
         const int q = o0 - g * kGqa * kHeadDim + i, h = q / kHeadDim, d = q % kHeadDim;
         float m = -3.402823466e38f, l = 0.f, acc = 0.f;
-        for (int u0 = 0; u0 < units; u0 += kCombineBatch) {
-            unsigned long long mw[kCombineBatch], lw[kCombineBatch], ow[kCombineBatch];
-#pragma unroll
-            for (int j = 0; j < kCombineBatch; ++j) {
-                if (u0 + j < units) {
-                    const float* r = head + ((u0 + j) * kGqa + h) * kPartialStride;
-                    mw[j] = ll_load_word(rec.word(r + kHeadDim));
-                    lw[j] = ll_load_word(rec.word(r + kHeadDim + 1));
-                    ow[j] = ll_load_word(rec.word(r + d));
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < kCombineBatch; ++j) {
-                if (u0 + j < units) {
-                    const float* r = head + ((u0 + j) * kGqa + h) * kPartialStride;
-                    const float mv = ll_value(rec.word(r + kHeadDim), mw[j], rec.flag);
-                    const float lv = ll_value(rec.word(r + kHeadDim + 1), lw[j], rec.flag);
-                    const float ov = ll_value(rec.word(r + d), ow[j], rec.flag);
-                    const float m_new = fmaxf(m, mv);
-                    const float keep = expf(m - m_new), add = expf(mv - m_new);
-                    acc = fmaf(acc, keep, add * ov);
-                    l = fmaf(l, keep, add * lv);
-                    m = m_new;
-                }
-            }
+        for (int u = lane; u < units; u += 32) {
+            const float* r = head + (u * kGqa + h) * kPartialStride;
+            const unsigned long long mw = ll_load_word(rec.word(r + kHeadDim));
+            const unsigned long long lw = ll_load_word(rec.word(r + kHeadDim + 1));
+            const unsigned long long ow = ll_load_word(rec.word(r + d));
+            const float mv = ll_value(rec.word(r + kHeadDim), mw, rec.flag);
+            const float lv = ll_value(rec.word(r + kHeadDim + 1), lw, rec.flag);
+            const float ov = ll_value(rec.word(r + d), ow, rec.flag);
+            const float m_new = fmaxf(m, mv);
+            const float keep = expf(m - m_new), add = expf(mv - m_new);
+            acc = fmaf(acc, keep, add * ov);
+            l = fmaf(l, keep, add * lv);
+            m = m_new;
         }
-        out_s[i] = acc / l;
+        const float scale = expf(m - warp_max(m));  // 0 for a lane without units
+        const float num = warp_sum(acc * scale), den = warp_sum(l * scale);
+        if (lane == 0) out_s[i] = num / den;
     }
 }
 
