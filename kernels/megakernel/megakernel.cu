@@ -1483,9 +1483,17 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 // dataflow_splitk_o: the block's attention outputs [o0, o0 + no) (all of kv head g's group) into
 // out_s, merged from the head's `units` LL records (o, max, sum per q head) by every block for its
 // own outputs: no arrival counter, fence or last unit, and no exchange of the merged outputs. The
-// issuing warp first waits for one word of each unit's record (keeping the ring paced); then warp w
-// merges outputs w, w + kWarps, ..., lane j taking units j, j + 32, ... so that all loads of up to
-// 32 units are one round trip, and the lanes meet by shuffles (max, then the rescaled sums).
+// issuing warp first waits for one word of each unit's record (keeping the ring paced); then
+// kMergeLanes lanes merge each output, lane j taking units j, j + kMergeLanes, ... (with 32, all
+// loads of up to 32 units are one round trip), and the lanes meet by shuffles (max, then the
+// rescaled sums).
+#ifndef MK_MERGE_LANES
+#define MK_MERGE_LANES 32
+#endif
+constexpr int kMergeLanes = MK_MERGE_LANES;  // lanes per output (tuning: a power of two, 1 .. 32)
+static_assert(kMergeLanes >= 1 && kMergeLanes <= 32 && (kMergeLanes & (kMergeLanes - 1)) == 0,
+              "MK_MERGE_LANES: a power of two, 1 .. 32");
+
 template <class Pump>
 __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, const LLIO& rec, int g, int units,
                                                    int o0, int no, float* out_s, Pump pump) {
@@ -1495,11 +1503,12 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
                                [](int u) { return (u * kGqa + kGqa - 1) * kPartialStride + kHeadDim + 1; }, pump);
     }
     __syncthreads();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int i = warp; i < no; i += kWarps) {  // uniform per warp
+    for (int base = 0; base < no * kMergeLanes; base += kThreads) {  // uniform over the block
+        const int t = base + static_cast<int>(threadIdx.x), i = t / kMergeLanes, sub = t % kMergeLanes;
+        const bool active = i < no;
         const int q = o0 - g * kGqa * kHeadDim + i, h = q / kHeadDim, d = q % kHeadDim;
         float m = -3.402823466e38f, l = 0.f, acc = 0.f;
-        for (int u = lane; u < units; u += 32) {
+        for (int u = sub; active && u < units; u += kMergeLanes) {
             const float* r = head + (u * kGqa + h) * kPartialStride;
             const unsigned long long mw = ll_load_word(rec.word(r + kHeadDim));
             const unsigned long long lw = ll_load_word(rec.word(r + kHeadDim + 1));
@@ -1513,9 +1522,17 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
             l = fmaf(l, keep, add * lv);
             m = m_new;
         }
-        const float scale = expf(m - warp_max(m));  // 0 for a lane without units
-        const float num = warp_sum(acc * scale), den = warp_sum(l * scale);
-        if (lane == 0) out_s[i] = num / den;
+        float m_all = m;
+#pragma unroll
+        for (int off = kMergeLanes / 2; off > 0; off >>= 1) m_all = fmaxf(m_all, __shfl_xor_sync(kFullMask, m_all, off));
+        const float scale = expf(m - m_all);  // 0 for a lane without units
+        float num = acc * scale, den = l * scale;
+#pragma unroll
+        for (int off = kMergeLanes / 2; off > 0; off >>= 1) {
+            num += __shfl_xor_sync(kFullMask, num, off);
+            den += __shfl_xor_sync(kFullMask, den, off);
+        }
+        if (active && sub == 0) out_s[i] = num / den;
     }
 }
 
