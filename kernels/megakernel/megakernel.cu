@@ -1483,22 +1483,12 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 // dataflow_splitk_o: the block's attention outputs [o0, o0 + no) (all of kv head g's group) into
 // out_s, merged from the head's `units` LL records (o, max, sum per q head) by every block for its
 // own outputs: no arrival counter, fence or last unit, and no exchange of the merged outputs. The
-// issuing warp first waits for one word of each unit's record (keeping the ring paced); then a
-// group of lanes merges each output, lane j taking units j, j + lanes, ..., and the lanes meet by
+// issuing warp first waits for one word of each unit's record (keeping the ring paced); a group of
+// lanes merges each output, lane j taking units j, j + lanes, ..., and the lanes meet by
 // shuffles (max, then the rescaled sums). As few lanes as the units need, at most kMergeLanes:
 // every busy lane polls L2 until its words land, and on the H200 (session 12, ms at p = 1 / 200 /
 // 1000, 1 / 4 / 16 units) one lane per output measured 0.655 / 0.708 / 0.868 (16 units one
 // after another), 8 lanes 0.673 / 0.698 / 0.758, 32 lanes 0.688 / 0.714 / 0.788.
-// MK_MERGE_PROBE_FIRST / MK_ACC_PROBE_FIRST (tuning, 1 or 0): whether the other warps wait for the
-// issuing warp's probes before loading their words (1), or load and poll their own words at once (0).
-#ifndef MK_MERGE_PROBE_FIRST
-#define MK_MERGE_PROBE_FIRST 1
-#endif
-#ifndef MK_ACC_PROBE_FIRST
-#define MK_ACC_PROBE_FIRST 1
-#endif
-constexpr bool kMergeProbeFirst = MK_MERGE_PROBE_FIRST != 0;
-constexpr bool kAccProbeFirst = MK_ACC_PROBE_FIRST != 0;
 #ifndef MK_MERGE_LANES
 #define MK_MERGE_LANES 8
 #endif
@@ -1514,7 +1504,9 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
         (void)ll_gather_probes(rec.word(head), units, rec.flag,
                                [](int u) { return (u * kGqa + kGqa - 1) * kPartialStride + kHeadDim + 1; }, pump);
     }
-    if (kMergeProbeFirst) __syncthreads();
+    // No block barrier: the other warps load and poll their few words at once (H200, session 12:
+    // 0.654 vs 0.663 ms at p=1 when they waited for the probes; 1024 accumulator words per block
+    // polled that way instead made every step 6-10% slower, so rmsnorm_acc keeps its barrier).
     int lanes = 1;  // per output: the units rounded up to a power of two, at most kMergeLanes
     while (lanes < units && lanes < kMergeLanes) lanes *= 2;
     for (int base = 0; base < no * lanes; base += kThreads) {  // uniform over the block
@@ -1916,7 +1908,7 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot,
             ll_backoff();
         }
     }
-    if (kAccProbeFirst) __syncthreads();
+    __syncthreads();
     unsigned long long w[kPer][kAccCopies];
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
