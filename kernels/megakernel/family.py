@@ -61,7 +61,7 @@ GATE_POSITIONS = (1, 200, 1000)
 
 # Speedup margins per architecture, key "<comparison>@<position>"; None = not yet measured (the
 # plugin measures and records the ratio without gating). Rule: margin = floor(100 x 0.95 x ci_low)
-# / 100 of the interleaved comparison's 99.5% interval. Measured on an H200 (132 SMs, driver
+# / 100 of the interleaved comparison's interval (its `confidence` in the report: 99.75% by default). Measured on an H200 (132 SMs, driver
 # 580.159.04, CUDA 13.0, CuPy 14.2.0), 2026-11-21, session 3: `pytest tests/megakernel --gpu-perf
 # --gpu-perf-update-baselines` (measurements/2026-11-21-h200-session3/perf-update-report.json).
 # Variants 0-5 were recompiled in session 10 (the parameter struct grew by the LL buffer; a few

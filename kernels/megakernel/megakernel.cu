@@ -1,13 +1,13 @@
 // One persistent cooperative launch per decode token for a Qwen3-shaped model (batch 1).
 //
 // Every block of the grid walks the same phase list; grid_sync() (cooperative_groups) separates
-// phases whose inputs another block writes, except in the dataflow variant (7), where each value
-// another block needs travels as an LL word (value + flag) and the consumer waits for exactly
-// those words. The eight variants share this source and one launch harness; they differ in the
-// Variant<V> switches below (README.md: syncs per layer). Variants 0-4 run decode_step; the
-// stream (5), ring (6) and dataflow (7) variants run decode_step_stream, with their own GEMVs
-// (stream_gemv: a register pipeline; ring_gemv: a shared-memory ring filled by bulk copies) and
-// attention units.
+// phases whose inputs another block writes, except in the dataflow variants (7-9), where each value
+// another block needs travels as an LL word (value + flag) or is summed in an L2 accumulator, and
+// the consumer waits for exactly those words. The ten variants share this source and one launch
+// harness; they differ in the Variant<V> switches below (README.md: syncs per layer). Variants 0-4
+// run decode_step; the stream (5), ring (6) and dataflow (7: dataflow, 8: dataflow_splitk, 9:
+// dataflow_splitk_o) variants run decode_step_stream, with their own GEMVs (stream_gemv: a
+// register pipeline; ring_gemv: a shared-memory ring filled by bulk copies) and attention units.
 //
 // Precision contract (reference.py follows it):
 //   weights, embedding, KV cache: bf16. Everything else is fp32: the residual stream, every
@@ -140,10 +140,9 @@ struct MegakernelParams {
 // splitk:         the down projection split over K: each block multiplies its own SwiGLU outputs
 //                 by its rows of W_down^T and adds the partial vector into an L2 accumulator with
 //                 integer atomics, so the activations are never exchanged (4 exchanges per layer).
-// splitk_o:       splitk, and the O projection split over K too: the blocks of each kv head's group
-//                 each compute that head's attention for the current position (no attention output
-//                 is exchanged) and multiply their share of its outputs by their rows of W_o^T into
-//                 a second accumulator (3 exchanges per layer: q/k/v and the two accumulators).
+// splitk_o:       splitk, and the O projection split over K too: the attention units leave records
+//                 (o, max, sum) as LL words, each block merges those of the attention outputs its
+//                 rows of W_o^T need (no combine) and adds its partial into a second accumulator.
 template <int V> struct Variant;
 template <> struct Variant<0> {  // baseline: 8 grid syncs per layer
     static constexpr bool redundant_norm = false, head_groups = false, fused_qk = false,
@@ -190,7 +189,7 @@ template <> struct Variant<8> {  // dataflow, the down projection split over K a
                           norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true,
                           splitk = true, splitk_o = false;
 };
-template <> struct Variant<9> {  // dataflow_splitk, the O projection split over K too, attention per group: 0
+template <> struct Variant<9> {  // dataflow_splitk, the O projection split over K too: 0
     static constexpr bool redundant_norm = true, head_groups = false, fused_qk = true,
                           norm_partials = true, prefetch = false, stream = false, ring = true, dataflow = true,
                           splitk = true, splitk_o = true;
