@@ -60,14 +60,16 @@ MAX_SEQ = 1152
         ("dataflow_splitk", 13, 300, False),
         ("dataflow_splitk", 7, 70, False),
         # dataflow_splitk_o: each block merges the units' LL records of its attention outputs: one
-        # unit per head (positions 0, 30, 63 on 7 blocks), two (64), several (70 above, 300),
-        # chunks capped at 1024 keys (1100 on 2 blocks); groups of 1, 3 and 6 blocks, the blocks
-        # past the groups without O rows.
+        # unit per head (positions 0, 30, 63 on 7 blocks), two (64), several (70 above, 300), 11 on
+        # 24 blocks (more units than the 8 merge lanes: lanes take two), chunks capped at 1024 keys
+        # (1100 on 2 blocks); groups of 1, 2, 3, 6 and 12 blocks, the blocks past the groups
+        # without O rows.
         ("dataflow_splitk_o", TINY.kv_heads, 0, False),
         ("dataflow_splitk_o", 13, 30, False),
         ("dataflow_splitk_o", 7, 63, False),
         ("dataflow_splitk_o", 7, 64, False),
         ("dataflow_splitk_o", 13, 300, False),
+        ("dataflow_splitk_o", 24, 700, False),
         ("dataflow_splitk_o", TINY.kv_heads, 1100, False),
     ],
 )
