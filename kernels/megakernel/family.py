@@ -54,7 +54,7 @@ COMPARISONS = {
     "fused_ring_vs_fused": ("fused_ring", "fused"),  # same phases and syncs; isolates the weight ring
     "dataflow_vs_fused_ring": ("dataflow", "fused_ring"),  # same phases; LL words instead of grid syncs
     "dataflow_splitk_vs_dataflow": ("dataflow_splitk", "dataflow"),  # no activation exchange
-    # no attention-output exchange; attention on every block
+    # no attention-output exchange or combine: each block merges the units' records of its O rows
     "dataflow_splitk_o_vs_dataflow_splitk": ("dataflow_splitk_o", "dataflow_splitk"),
 }
 GATE_POSITIONS = (1, 200, 1000)

@@ -112,7 +112,8 @@ struct MegakernelParams {
     unsigned* counters;        // [2 * kv_heads + 3]: split-attention arrivals, head-group barrier words,
                                // the grid barrier word (MK_OWN_GRID_BARRIER), the launch count (dataflow),
                                // the last accumulator's readers (dataflow_splitk)
-    unsigned long long* ll;    // [hidden + qkv rows + q_heads * 128 + inter + blocks]: LL words (dataflow)
+    unsigned long long* ll;    // [hidden + qkv rows + q_heads * 128 + inter + blocks + kv_heads * units * gqa * 130]:
+                               // LL words (dataflow; the last part: dataflow_splitk_o's unit records)
     const bf16_t* w_down_t;    // [layers][inter][hidden]: w_down transposed (dataflow_splitk)
     unsigned long long* down_acc;  // [2 * layers][hidden][16]: fixed-point accumulators, zero between launches
     const bf16_t* w_o_t;       // [layers][q_heads * 128][hidden]: w_o transposed (dataflow_splitk_o)
@@ -795,11 +796,13 @@ static_assert(kPacedInFlight<1> >= 1 && kPacedInFlight<1> <= kRingSlots,
               "MK_SPLITK_PACED_IN_FLIGHT: 1 .. kRingSlots");
 
 // The issuing warp, in a paced ring: issue the next page if a slot is free and fewer than
-// `max_in_flight` issued pages are still landing.
+// `max_in_flight` issued pages are still landing. Every lane keeps the ring state, so the lanes
+// agree on whether a page has landed (warp_all) instead of each trusting its own test: lanes that
+// ever ran apart could otherwise see a page land one poll apart and drift.
 template <int kSplit = 0>
 __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_in_flight) {
     while (ring.landed < ring.issued &&
-           page_landed(s.ring_full + ring.landed % kRingSlots, static_cast<unsigned>(ring.landed / kRingSlots)))
+           warp_all(page_landed(s.ring_full + ring.landed % kRingSlots, static_cast<unsigned>(ring.landed / kRingSlots))))
         ++ring.landed;
     if (ring.issued - ring.landed < max_in_flight && ring.issued < ring.consumed + kRingSlots &&
         ring.next_seg < kStreamSegments)
@@ -2181,9 +2184,10 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             rmsnorm(false, P.norm_post + layer * kHidden, layer, kLLResidualO);
         }
         if constexpr (T::splitk) {
-            // Every block has now published this layer's residual rows, each computed from its whole
-            // read of the previous layer's accumulator: that accumulator is free, and this block
-            // zeroes its share for the next launch. (The last layer's: after the LM head.)
+            // Every block has now published this layer's residual rows (dataflow_splitk_o: added its
+            // O partial, counted in the O accumulator just read), each computed from its whole read
+            // of the previous layer's down sums: they are free, and this block zeroes its share for
+            // the next launch. (The last layer's: after the LM head.)
             if (layer > 0) acc_clear(P, down_slot(layer - 1), false);
         }
         MK_MARK(ev + 9);
