@@ -69,6 +69,16 @@ constexpr int kAccReadSlot = 2 * kKVHeads + 2; // counters[]: blocks done readin
 #define MK_ATTN_MIN_CHUNK 64
 #endif
 constexpr int kAttnMinChunk = MK_ATTN_MIN_CHUNK;
+// dataflow_splitk_o aims at blocks / 8 / MK_SPLITK_O_UNITS_DIVISOR units per kv head (the others at
+// blocks / 8): every O block of the head merges every unit's record, so long sequences want fewer,
+// longer units. On the H200 (session 12, ms at p = 100 / 200 / 1000) 64-key units at most 16 per
+// head measured 0.678 / 0.694 / 0.766, at least 128 keys 0.706 / 0.709 / 0.748: 8 per head keeps
+// 64-key units up to p = 511 and halves their number beyond.
+#ifndef MK_SPLITK_O_UNITS_DIVISOR
+#define MK_SPLITK_O_UNITS_DIVISOR 2
+#endif
+constexpr int kSplitOUnitsDivisor = MK_SPLITK_O_UNITS_DIVISOR;
+static_assert(kSplitOUnitsDivisor >= 1, "MK_SPLITK_O_UNITS_DIVISOR: at least 1");
 
 __host__ __device__ constexpr int imax(int a, int b) { return a > b ? a : b; }
 template <int N> struct IntTag { static constexpr int value = N; };  // an int as a type (template lambdas)
@@ -1985,7 +1995,8 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     static_assert(!T::dataflow || T::ring, "dataflow runs on the ring");
     const Shared s = carve_shared();
     const int nb = gridDim.x, b = blockIdx.x;
-    const AttentionSplit split = attention_split(position + 1, nb / kKVHeads, T::dataflow ? kAttnMinChunk : kAttnTile);
+    const AttentionSplit split = attention_split(position + 1, nb / kKVHeads / (T::splitk_o ? kSplitOUnitsDivisor : 1),
+                                                 T::dataflow ? kAttnMinChunk : kAttnTile);
     const int attention_units = kKVHeads * split.units;
     // Read before this block produces anything; block 0 advances it at its very end, which it
     // reaches only after every block's residual rows (so after every block has read it).

@@ -60,10 +60,10 @@ MAX_SEQ = 1152
         ("dataflow_splitk", 13, 300, False),
         ("dataflow_splitk", 7, 70, False),
         # dataflow_splitk_o: each block merges the units' LL records of its attention outputs: one
-        # unit per head (positions 0, 30, 63 on 7 blocks), two (64), several (70 above, 300), 11 on
-        # 24 blocks (more units than the 8 merge lanes: lanes take two), chunks capped at 1024 keys
-        # (1100 on 2 blocks); groups of 1, 2, 3, 6 and 12 blocks, the blocks past the groups
-        # without O rows.
+        # unit per head (positions 0, 30, 63 on 7 blocks), two (64, and 300 on 13 blocks), several
+        # (70 above; 6 at 700 on 24 blocks), chunks capped at 1024 keys (1100 on 2 blocks); groups of
+        # 1, 2, 3, 6 and 12 blocks, the blocks past the groups without O rows. More units than merge
+        # lanes: test_emulated_splitk_o_merge_lanes_take_several_units.
         ("dataflow_splitk_o", TINY.kv_heads, 0, False),
         ("dataflow_splitk_o", 13, 30, False),
         ("dataflow_splitk_o", 7, 63, False),
@@ -88,7 +88,15 @@ def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     check_emulated_step(WIDE_VOCAB, variant, TINY.kv_heads, 5, False)
 
 
-def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position: int, own_grid_barrier: bool) -> None:
+def test_emulated_splitk_o_merge_lanes_take_several_units() -> None:
+    """11 units per head on 24 blocks (one unit per 2 blocks of a group), merged by at most 4 lanes
+    per output: lanes take up to three units each."""
+    check_emulated_step(TINY, "dataflow_splitk_o", 24, 700, False,
+                        defines=("MK_SPLITK_O_UNITS_DIVISOR=1", "MK_MERGE_LANES=4"))
+
+
+def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position: int, own_grid_barrier: bool,
+                        defines: tuple[str, ...] = ()) -> None:
     weights = make_weights(config, 3)
     k, v = random_kv_cache(config, MAX_SEQ, 4)
     kr, vr = k.copy(), v.copy()
@@ -98,7 +106,7 @@ def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position
     buffers["k_cache"][...] = k
     buffers["v_cache"][...] = v
     emulate_decode(buffers, variant, token=9, position=position, blocks=blocks, seed=7,
-                   own_grid_barrier=own_grid_barrier)
+                   own_grid_barrier=own_grid_barrier, defines=defines)
 
     assert_close(buffers["logits"], expected, name=f"{variant} logits", **LOGIT_TOLERANCE[config.name])
     for name, ref_cache in (("k_cache", kr), ("v_cache", vr)):
