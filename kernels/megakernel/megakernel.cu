@@ -1165,6 +1165,16 @@ __device__ __forceinline__ void combine_if_last(const MegakernelParams& P, int g
     if (threadIdx.x == 0) P.counters[g] = 0u;
 }
 
+// One step of the flash-decoding merge: fold a unit's record (max mv, sum lv, output ov) into the
+// running (m, l, acc).
+__device__ __forceinline__ void merge_record(float& m, float& l, float& acc, float mv, float lv, float ov) {
+    const float m_new = fmaxf(m, mv);
+    const float keep = expf(m - m_new), add = expf(mv - m_new);
+    acc = fmaf(acc, keep, add * ov);
+    l = fmaf(l, keep, add * lv);
+    m = m_new;
+}
+
 // combine_if_last for the stream variant. Only thread 0 fences (warps 1-15 may have weight loads
 // in flight, which a fence would wait for), as in cooperative_groups' barrier: the block's record
 // writes are ordered before thread 0's release by __syncthreads. The last unit merges online with
@@ -1214,13 +1224,7 @@ __device__ __forceinline__ void combine_if_last_stream(const MegakernelParams& P
             }
 #pragma unroll
             for (int i = 0; i < kCombineBatch; ++i) {
-                if (v0 + 2 * i < units) {
-                    const float m_new = fmaxf(m, mv[i]);
-                    const float keep = expf(m - m_new), add = expf(mv[i] - m_new);
-                    acc = fmaf(acc, keep, add * ov[i]);
-                    l = fmaf(l, keep, add * lv[i]);
-                    m = m_new;
-                }
+                if (v0 + 2 * i < units) merge_record(m, l, acc, mv[i], lv[i], ov[i]);
             }
         }
         const float m2 = __shfl_xor_sync(kFullMask, m, 1);
@@ -1533,12 +1537,7 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
             const unsigned long long ow = ll_load_word(rec.word(r + d));
             const float mv = ll_value(rec.word(r + kHeadDim), mw, rec.flag);
             const float lv = ll_value(rec.word(r + kHeadDim + 1), lw, rec.flag);
-            const float ov = ll_value(rec.word(r + d), ow, rec.flag);
-            const float m_new = fmaxf(m, mv);
-            const float keep = expf(m - m_new), add = expf(mv - m_new);
-            acc = fmaf(acc, keep, add * ov);
-            l = fmaf(l, keep, add * lv);
-            m = m_new;
+            merge_record(m, l, acc, mv, lv, ll_value(rec.word(r + d), ow, rec.flag));
         }
         float m_all = m;
         for (int off = lanes / 2; off > 0; off >>= 1) m_all = fmaxf(m_all, __shfl_xor_sync(kFullMask, m_all, off));
@@ -1552,10 +1551,11 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
     }
 }
 
-// ---- the down projection split over K (dataflow_splitk) ---------------------------------------
+// ---- a projection split over K (dataflow_splitk: down; dataflow_splitk_o: also O) ---------------
 // The block's down slice is the rows of W_down^T for its own SwiGLU outputs a_i (act_s, computed by
 // its gate/up epilogue), so its share of out = W_down a is the full-length partial
-// sum_i a_i W_down^T[i], and no block waits for another's activations. Thread t takes 16-byte column
+// sum_i a_i W_down^T[i], and no block waits for another's activations (O: the rows of W_o^T for the
+// attention outputs it merged). Thread t takes 16-byte column
 // chunk t % kDownChunks of rows t / kDownChunks, + kDownRowLanes, ... (a warp reads 512 contiguous
 // bytes of a row; a_i is a broadcast), through the same ring pages as every other GEMV. Leaves the
 // block's partial sums, per row lane, in s.partial[lane * kHidden + j]; ends with a block barrier.
@@ -1567,7 +1567,7 @@ static_assert(ceil_div_constexpr(kInter, kKVHeads) <= kGqa * kAttnMaxChunk,
               "dataflow_splitk: a block's SwiGLU outputs must fit s.scores");
 
 template <bool kPaced, int kSplit>
-__device__ __forceinline__ void ring_down_splitk(Ring& ring, int seg, const float* act_s, const Shared& s) {
+__device__ __forceinline__ void ring_splitk(Ring& ring, int seg, const float* act_s, const Shared& s) {
     constexpr int kPageRows = ring_page_rows(kHidden, 1);
     const int tid = threadIdx.x;
     const int chunk = tid % kDownChunks, row_lane = tid / kDownChunks;
@@ -1648,7 +1648,7 @@ __device__ __forceinline__ unsigned acc_blocks(int copy) {
     return copy < nb ? static_cast<unsigned>((nb - 1 - copy) / kAccCopies + 1) : 0u;
 }
 
-// The block's partial output (ring_down_splitk's row lanes, summed) into accumulator `slot`.
+// The block's partial output (ring_splitk's row lanes, summed) into accumulator `slot`.
 __device__ __forceinline__ void acc_publish(const MegakernelParams& P, int slot, const Shared& s) {
     const int copy = static_cast<int>(blockIdx.x) % kAccCopies;
     unsigned long long* staged = reinterpret_cast<unsigned long long*>(s.scores);
@@ -1897,11 +1897,11 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
 
 // The split-K variants' RMSNorm after a split projection: the residual h = s.own (the residual
 // before that projection, every row) + the blocks' partials summed in accumulator `slot` (the down
-// sums: the input / final RMSNorm; in dataflow_splitk_o also the O sums: the post-attention one). The issuing warp first polls one word per lane, spread over
-// the vector, until each has every block's contribution (keeping the ring paced meanwhile); then
-// every thread loads its words once and re-polls only a word still short. h goes back to s.own,
-// its RMSNorm into s.vec (vec_slot order); the sum of squares is the block's own, over all rows,
-// so no per-block sums are exchanged.
+// sums: the input / final RMSNorm; in dataflow_splitk_o also the O sums: the post-attention one).
+// The issuing warp first polls one word per lane, spread over the vector, until each has every
+// block's contribution (keeping the ring paced meanwhile); then every thread loads its words once
+// and re-polls only a word still short. h goes back to s.own, its RMSNorm into s.vec (vec_slot
+// order); the sum of squares is the block's own, over all rows, so no per-block sums are exchanged.
 template <class Pump>
 __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot, const bf16_t* weight, const Shared& s,
                                             Pump pump) {
@@ -2162,7 +2162,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             o_split_rows(b, nb, &o0, &no);
             if (no > 0) merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, pump);
             MK_MARK(ev + 6);
-            ring_down_splitk<true, kSplit>(ring, 4 * layer + 1, s.vec, s);
+            ring_splitk<true, kSplit>(ring, 4 * layer + 1, s.vec, s);
             acc_publish(P, o_slot(layer), s);
             MK_MARK(ev + 7);
             MK_MARK(ev + 8);
@@ -2212,7 +2212,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             // The block's partial of the whole output, into the layer's accumulator; the next
             // RMSNorm adds it to the residual.
             MK_MARK(ev + 12);
-            ring_down_splitk<true, kSplit>(ring, 4 * layer + 3, s.scores, s);
+            ring_splitk<true, kSplit>(ring, 4 * layer + 3, s.scores, s);
             acc_publish(P, down_slot(layer), s);
             MK_MARK(ev + 13);
             MK_MARK(ev + 14);
