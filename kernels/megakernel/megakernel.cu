@@ -70,12 +70,13 @@ constexpr int kAccReadSlot = 2 * kKVHeads + 2; // counters[]: blocks done readin
 #endif
 constexpr int kAttnMinChunk = MK_ATTN_MIN_CHUNK;
 // dataflow_splitk_o aims at blocks / 8 / MK_SPLITK_O_UNITS_DIVISOR units per kv head (the others at
-// blocks / 8): every O block of the head merges every unit's record, so long sequences want fewer,
-// longer units. On the H200 (session 12, ms at p = 100 / 200 / 1000) 64-key units at most 16 per
-// head measured 0.678 / 0.694 / 0.766, at least 128 keys 0.706 / 0.709 / 0.748: 8 per head keeps
-// 64-key units up to p = 511 and halves their number beyond.
+// blocks / 8): every O block of the head merges every unit's record, so long sequences may want
+// fewer, longer units. On the H200, session 12 (ms at p = 100 / 200 / 1000): 64-key units at most
+// 16 per head 0.678 / 0.694 / 0.766, at least 128 keys 0.706 / 0.709 / 0.748, so a divisor of 2
+// (8 units per head) was kept; session 13, once a unit's q/k/v loads flew together (LLIO::load_head),
+// 16 per head measured 1.004x / 1.003x / 1.008x faster than 8 at p = 1 / 200 / 1000: 1 again.
 #ifndef MK_SPLITK_O_UNITS_DIVISOR
-#define MK_SPLITK_O_UNITS_DIVISOR 2
+#define MK_SPLITK_O_UNITS_DIVISOR 1
 #endif
 constexpr int kSplitOUnitsDivisor = MK_SPLITK_O_UNITS_DIVISOR;
 static_assert(kSplitOUnitsDivisor >= 1, "MK_SPLITK_O_UNITS_DIVISOR: at least 1");
@@ -753,6 +754,7 @@ struct Ring {
     int issued;    // pages issued (issuing warp)
     int next_seg;  // the next page to issue: rows from next_row of segment next_seg (issuing warp)
     int next_row;
+    int pace;      // paced rings: most pages landing at once (issuing warp)
 };
 
 __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRingIssueWarp; }
@@ -802,6 +804,16 @@ constexpr int kRingPacedInFlight = MK_RING_PACED_IN_FLIGHT;
 template <int kSplit>
 constexpr int kPacedInFlight = kSplit ? MK_SPLITK_PACED_IN_FLIGHT : MK_RING_PACED_IN_FLIGHT;
 static_assert(kRingPacedInFlight >= 1 && kRingPacedInFlight <= kRingSlots, "pages in flight: 1 .. kRingSlots");
+// The pace of the blocks that run attention units: they issue no page while they compute, and
+// fall behind in their ring. H200 (session 13, dataflow_splitk_o at p = 1 / 200 / 1000 against
+// their pace of 1): 2 pages 1.002x / 1.014x / 1.025x, 3 pages 1.001x / 1.014x / 1.023x (at p=1000
+// nearly every block runs a unit; every block at pace 2 measured 0.962x / 0.983x / 1.001x).
+// Pumping the ring while a unit waits for its q/k/v instead: 0.989x / 0.996x / 0.990x.
+#ifndef MK_ATTN_BLOCK_PACE
+#define MK_ATTN_BLOCK_PACE 2
+#endif
+template <int kSplit>
+constexpr int kAttnBlockPace = MK_ATTN_BLOCK_PACE > 0 ? MK_ATTN_BLOCK_PACE : kPacedInFlight<kSplit>;
 static_assert(kPacedInFlight<1> >= 1 && kPacedInFlight<1> <= kRingSlots,
               "MK_SPLITK_PACED_IN_FLIGHT: 1 .. kRingSlots");
 
@@ -833,7 +845,7 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
         page_barrier_init_fence();
     }
     __syncthreads();
-    Ring ring{0, 0, 0, 0, 0, 0};
+    Ring ring{0, 0, 0, 0, 0, 0, kPacedInFlight<kSplit>};
     if (ring_issuer()) {
         for (int i = 0; i < (kPaced ? kPacedInFlight<kSplit> : kRingSlots); ++i) ring_issue_next<kSplit>(s, ring);
     }
@@ -868,7 +880,7 @@ __device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, 
             while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments)
                 ring_issue_next<kSplit>(s, ring);
         } else {
-            ring_pump<kSplit>(s, ring, kPacedInFlight<kSplit>);
+            ring_pump<kSplit>(s, ring, ring.pace);
         }
     }
 }
@@ -991,6 +1003,12 @@ struct PlainIO {
     static constexpr bool kLL = false;
     __device__ __forceinline__ float load(const float* p) const { return load_l2_f32(p); }
     __device__ __forceinline__ void store(float* p, float v) const { *p = v; }
+    // A warp's head of 128 floats: x[j] = head[lane + 32 j].
+    __device__ __forceinline__ void load_head(const float* head, float (&x)[4]) const {
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) x[j] = load(head + lane + 32 * j);
+    }
 };
 
 // The LL twin of an fp32 buffer: element i of `base` travels as words[i] with `flag`. The word of
@@ -1007,6 +1025,17 @@ struct LLIO {
     }
     __device__ __forceinline__ float load(const float* p) const { return ll_load(word(p), flag); }
     __device__ __forceinline__ void store(float* p, float v) const { ll_store(word(p), v, flag); }
+    // PlainIO::load_head with the four words in flight together. Loading and polling each in turn
+    // put up to four L2 round trips in front of the attention: H200 (session 13), dataflow_splitk_o
+    // 0.992x / 0.980x / 0.988x at p = 1 / 200 / 1000 that way.
+    __device__ __forceinline__ void load_head(const float* head, float (&x)[4]) const {
+        const int lane = threadIdx.x & 31;
+        unsigned long long w[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[j] = ll_load_word(word(head + lane + 32 * j));
+#pragma unroll
+        for (int j = 0; j < 4; ++j) x[j] = ll_value(word(head + lane + 32 * j), w[j], flag);
+    }
 };
 
 // The dataflow variant's LL buffer (MegakernelParams::ll): the residual stream, q/k/v, the
@@ -1043,8 +1072,7 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
     const int lane = threadIdx.x & 31;
     float x[4];
     float ss = 0.f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) x[j] = io.load(raw + lane + 32 * j);
+    io.load_head(raw, x);
 #pragma unroll
     for (int j = 0; j < 4; ++j) ss = fmaf(x[j], x[j], ss);
     ss = warp_sum(ss);
@@ -1069,9 +1097,11 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
     const float* raw = P.qkv + g * kGroupRows + r * kHeadDim;
     if (r == kGqa + 1) {
         bf16_t* dst = P.v_cache + kv_offset(P, layer, g, position);
+        float x[4];
+        io.load_head(raw, x);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const bf16_t v = float_to_bf16(io.load(raw + lane + 32 * j));
+            const bf16_t v = float_to_bf16(x[j]);
             dst[lane + 32 * j] = v;
             if (kToShared) row_s[lane + 32 * j] = v;
         }
@@ -1609,9 +1639,6 @@ __device__ __forceinline__ void ring_splitk(Ring& ring, int seg, const float* ac
 // b % kAccCopies, a reader adds the copies up), consecutive outputs kAccStride words apart; with
 // MK_ACC_BULK (sm_90) a block stages its words in shared memory (s.scores) and adds them all with
 // one bulk reduction (cp.reduce.async.bulk) instead of one atomic per output.
-#ifndef MK_ACC_COPIES
-#define MK_ACC_COPIES 1
-#endif
 #ifndef MK_ACC_STRIDE
 #define MK_ACC_STRIDE 1
 #endif
@@ -1623,7 +1650,6 @@ __device__ __forceinline__ void ring_splitk(Ring& ring, int seg, const float* ac
 #ifndef MK_ACC_BULK
 #define MK_ACC_BULK 1
 #endif
-constexpr int kAccCopies = MK_ACC_COPIES;
 constexpr int kAccStride = MK_ACC_STRIDE;
 #if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 constexpr bool kAccBulk = false;  // no bulk reduction before sm_90: one atomic per output
@@ -1632,6 +1658,15 @@ constexpr bool kAccBulk = false;  // no bulk reduction before sm_90: one atomic 
 // 2 q heads per kv head) add with one atomic per output instead.
 constexpr bool kAccBulk = MK_ACC_BULK != 0 && kHidden * 8 <= kGqa * kAttnMaxChunk * 4;
 #endif
+// With the bulk reduction, what costs is then the L2 lines' serialised adds, 132 blocks' into the
+// same 64 lines: two copies halve them for twice the reader's loads. H200 (session 13,
+// dataflow_splitk_o at p = 1 / 200 / 1000 against one copy): 2 copies 1.038x / 1.020x / 1.021x,
+// 3 copies 1.034x / 1.016x / 1.016x, 4 copies 1.022x / 1.002x / 1.003x. With one atomic per output
+// one copy measured best (above).
+#ifndef MK_ACC_COPIES
+#define MK_ACC_COPIES (kAccBulk ? 2 : 1)
+#endif
+constexpr int kAccCopies = MK_ACC_COPIES;
 constexpr int kAccWordsPerOutput = 16;
 static_assert(kAccCopies >= 1 && kAccCopies <= 4 && kAccStride >= 1 && kAccCopies * kAccStride <= kAccWordsPerOutput,
               "MK_ACC_COPIES (1-4) x MK_ACC_STRIDE must fit the 16 words per output of down_acc");
@@ -1930,6 +1965,25 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot,
             if (i < kHidden) w[j][c] = ll_load_word(acc_word(P, slot, c, i));
         }
     }
+    // Words still short: reloaded together, one round trip per pass.
+    for (;;) {
+        bool short_word = false;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            const int i = threadIdx.x + j * kThreads;
+#pragma unroll
+            for (int c = 0; c < kAccCopies; ++c) {
+                const unsigned expected = acc_blocks(c);
+                if (i < kHidden && acc_count(w[j][c]) != expected) {
+                    acc_check_count(acc_count(w[j][c]), expected);
+                    w[j][c] = ll_load_word(acc_word(P, slot, c, i));
+                    short_word = true;
+                }
+            }
+        }
+        if (!short_word) break;
+        ll_backoff();
+    }
     float sq = 0.f;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
@@ -1937,15 +1991,7 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot,
         if (i < kHidden) {
             long long fixed = 0;
 #pragma unroll
-            for (int c = 0; c < kAccCopies; ++c) {
-                const unsigned expected = acc_blocks(c);
-                while (acc_count(w[j][c]) != expected) {
-                    acc_check_count(acc_count(w[j][c]), expected);
-                    ll_backoff();
-                    w[j][c] = ll_load_word(acc_word(P, slot, c, i));
-                }
-                fixed += acc_fixed(w[j][c], expected);
-            }
+            for (int c = 0; c < kAccCopies; ++c) fixed += acc_fixed(w[j][c], acc_blocks(c));
             const float h = s.own[i] + acc_to_float(fixed);
             s.own[i] = h;
             sq = fmaf(h, h, sq);
@@ -2014,9 +2060,10 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // Weights: the register stream (stream) or the shared-memory ring (ring); either way layer 0's
     // QKV weights are in flight from here on.
     uint4 w[kStreamDepth];
-    Ring ring{0, 0, 0, 0, 0, 0};
+    Ring ring{0, 0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
         ring = ring_start<T::dataflow, kSplit>(P, s);
+        if (b < attention_units) ring.pace = kAttnBlockPace<kSplit>;
     } else {
         stream_start(P, s, w);
     }
@@ -2031,7 +2078,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     };
     // The issuing warp, while it waits for other blocks (dataflow): the next page if the pace allows.
     auto pump = [&]() {
-        if constexpr (T::ring) ring_pump<kSplit>(s, ring, kPacedInFlight<kSplit>);
+        if constexpr (T::ring) ring_pump<kSplit>(s, ring, ring.pace);
     };
     using Hidden = IntTag<kHidden>;
     using QDim = IntTag<kQDim>;

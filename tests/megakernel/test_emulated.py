@@ -15,7 +15,7 @@ import pytest
 from kernels.megakernel.config import TINY, ModelConfig
 from kernels.megakernel.emulator import compiler, emulate_decode, shared_bytes_of
 from kernels.megakernel.family import DATAFLOW_VARIANTS, KV_TOLERANCE, LOGIT_TOLERANCE, VARIANTS
-from kernels.megakernel.layout import ACC_WORDS_PER_OUTPUT, DecodeBuffers, shared_bytes
+from kernels.megakernel.layout import DecodeBuffers, shared_bytes
 from kernels.megakernel.reference import ReferenceModel, bf16_bits_to_float, make_weights, random_kv_cache
 from pytest_gpuperf.numerics import assert_close
 
@@ -146,8 +146,8 @@ def test_emulated_ring_with_odd_page_rows(variant: str) -> None:
     check_emulated_step(ODD_PAGE_ROWS, variant, 5, 40, False)
 
 
-@pytest.mark.parametrize("defines", [(), ("MK_ACC_BULK=0", "MK_ACC_COPIES=3", "MK_ACC_STRIDE=2"), ("MK_ACC_COPIES=2",)],
-                         ids=["default-bulk", "three-copies-strided-atomics", "two-copies-bulk"])
+@pytest.mark.parametrize("defines", [(), ("MK_ACC_BULK=0", "MK_ACC_COPIES=3", "MK_ACC_STRIDE=2"), ("MK_ACC_COPIES=1",)],
+                         ids=["default-two-copies-bulk", "three-copies-strided-atomics", "one-copy-bulk"])
 def test_emulated_splitk_accumulators_carry_over_launches(defines: tuple[str, ...]) -> None:
     """The split-K variants' accumulators must be zero again after each launch, whatever ran
     between: four steps in a row on the same buffers (splitk, dataflow, splitk_o, splitk; the
@@ -174,7 +174,7 @@ def test_emulated_splitk_stops_on_accumulators_left_over(word: int, variant: str
     count they have passed: the kernel traps with that reason instead of hanging, whether the word
     is one the issuing warp polls first (TINY: every 8th, from 7) or not."""
     buffers = DecodeBuffers.build(TINY, make_weights(TINY, 0), MAX_SEQ, max_blocks=4)
-    # Slot 0 (layer 0's down sums; dataflow_splitk_o: its O sums): three blocks already added.
-    buffers["down_acc"][word * ACC_WORDS_PER_OUTPUT] = np.uint64(3 << 56)
+    # Slot 0 (layer 0's down sums; dataflow_splitk_o: its O sums), copy 0: three blocks already added.
+    buffers["down_acc"][word] = np.uint64(3 << 56)
     with pytest.raises(RuntimeError, match="trap: .*left over from an unfinished launch"):
         emulate_decode(buffers, variant, token=1, position=0, blocks=4)

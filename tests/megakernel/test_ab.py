@@ -1,0 +1,30 @@
+"""The A/B tool's argument parsing and summary (CPU)."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from kernels.megakernel.ab import parse_set, summarize
+
+
+def test_parse_set_splits_name_and_defines() -> None:
+    assert parse_set("base=") == ("base", ())
+    assert parse_set("x=MK_A=1,MK_B=2") == ("x", ("MK_A=1", "MK_B=2"))
+
+
+@pytest.mark.parametrize("text", ["base", "=MK_A=1", "x=MK_A"])
+def test_parse_set_rejects_malformed_sets(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_set(text)
+
+
+def test_summary_ratios_are_per_round_against_the_first_build() -> None:
+    rows = [{"set": s, "position": 1, "round": r, "median_s": t}
+            for r, (a, b) in enumerate([(1.0, 0.5), (1.2, 0.4), (1.1, 0.55)]) for s, t in (("a", a), ("b", b))]
+    summary = {row["set"]: row for row in summarize(rows, ["a", "b"], (1,))}
+    assert summary["a"]["speedup_vs_first"] == 1.0
+    assert summary["b"]["median_s"] == 0.5
+    assert summary["b"]["speedup_vs_first"] == pytest.approx(2.0)
+    assert summary["b"]["speedup_min"] == pytest.approx(2.0)
+    assert summary["b"]["speedup_max"] == pytest.approx(3.0)
