@@ -15,16 +15,16 @@ RING_VARIANTS = frozenset({"fused_ring", "dataflow", "dataflow_splitk", "dataflo
 # Variants with no grid barrier (LL words): at most DATAFLOW_MAX_BLOCKS blocks, each owning a residual row.
 DATAFLOW_VARIANTS = frozenset({"dataflow", "dataflow_splitk", "dataflow_splitk_o"})
 
-# The fastest variant measured, chosen from measurements: H200, 2026-11-22, session 12 (perf suite on
-# the final code, measurements/2026-11-22-h200-session12/run14-*), ms/token at positions 1 / 10 / 50 /
+# The fastest variant measured, chosen from measurements: H200, 2026-11-22, session 13 (perf suite on
+# the final code, measurements/2026-11-22-h200-session13/run10-*), ms/token at positions 1 / 10 / 50 /
 # 100 / 200 / 1000:
-#   dataflow_splitk_o  0.652 / 0.661 / 0.667 / 0.673 / 0.686 / 0.746   <- fastest at every position
-#   dataflow_splitk    0.669 / 0.673 / 0.678 / 0.723 / 0.723 / 0.790
-#   dataflow           0.700 / 0.703 / 0.708 / 0.772 / 0.772 / 0.834
-#   fused_ring         0.848 / 0.850 / 0.896 / 0.898 / 0.910 / 0.951
-#   head_based         0.874 / 0.874 / 0.927 / 0.932 / 0.962 / 1.011   (the best of the note's variants)
-# (H100 SXM, measurements/2026-11-22-h100-session12/run15-*: dataflow_splitk_o 0.690 / 0.711 / 0.718 /
-# 0.723 / 0.743 / 0.805, also the fastest everywhere.)
+#   dataflow_splitk_o  0.607 / 0.613 / 0.619 / 0.627 / 0.644 / 0.698   <- fastest at every position
+#   dataflow_splitk    0.645 / 0.650 / 0.655 / 0.699 / 0.705 / 0.768
+#   dataflow           0.690 / 0.692 / 0.696 / 0.749 / 0.761 / 0.826
+#   fused_ring         0.824 / 0.827 / 0.873 / 0.876 / 0.887 / 0.935
+#   head_based         0.865 / 0.866 / 0.917 / 0.923 / 0.962 / 1.009   (the best of the note's variants)
+# (H100 SXM, measurements/2026-11-22-h100-session13/run11-*: dataflow_splitk_o 0.657 / 0.662 / 0.670 /
+# 0.679 / 0.703 / 0.784, also the fastest everywhere.)
 BEST_VARIANT = "dataflow_splitk_o"
 # Variants not yet measured on any GPU. The absolute gates time these too and gate the fastest of
 # BEST_VARIANT and these, so a faster new variant is judged without editing this file first;
@@ -91,36 +91,35 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
         "fused_stream_vs_fused@1": 0.89,  # measured 0.9429x [0.9402, 0.9443] (session 5): fused_stream is SLOWER than fused; its predicted 0.53 ms/token did not hold
         "fused_stream_vs_fused@200": 0.91,  # measured 0.9647x [0.9623, 0.9668] (session 5): fused_stream is SLOWER than fused; its predicted 0.53 ms/token did not hold
         "fused_stream_vs_fused@1000": 0.91,
-        # Session 10 (measurements/2026-11-22-h200-session10/perf-update-report.json, 99.75% intervals).
-        # The weight ring alone buys 5-7%: its prefetch lands while the grid barriers wait, but
-        # each barrier then waits for the bytes in flight (README: where the time goes).
-        "fused_ring_vs_fused@1": 1.00,  # measured 1.0541 [1.0529, 1.0562]
-        "fused_ring_vs_fused@200": 1.01,  # measured 1.0723 [1.0707, 1.0740]
-        "fused_ring_vs_fused@1000": 1.01,  # measured 1.0654 [1.0642, 1.0668]
+        # The ring and dataflow variants' margins come from session 13, the code as it stands
+        # (measurements/2026-11-22-h200-session13/run10-perf-update-report.json and
+        # measurements/2026-11-22-h100-session13/run11-*, 99.75% intervals, the rule on the lower
+        # end over both GPUs): the ring's dot-product loop unrolled 4x changed fused_ring and every
+        # variant after it. The weight ring alone buys 5-9%: its prefetch lands while the grid
+        # barriers wait, but each barrier then waits for the bytes in flight (README: where the time goes).
+        "fused_ring_vs_fused@1": 0.99,  # measured H200 [1.0698, 1.0748], H100 [1.0474, 1.0506]
+        "fused_ring_vs_fused@200": 1.02,  # measured H200 [1.0877, 1.0918], H100 [1.0828, 1.0857]
+        "fused_ring_vs_fused@1000": 1.01,  # measured H200 [1.0894, 1.0940], H100 [1.0632, 1.0664]
         # LL exchanges instead of grid barriers, the ring paced to 2 pages in flight.
-        "dataflow_vs_fused_ring@1": 1.12,  # measured 1.1826 [1.1792, 1.1839]
-        "dataflow_vs_fused_ring@200": 1.11,  # measured 1.1722 [1.1699, 1.1736]
-        "dataflow_vs_fused_ring@1000": 1.07,  # measured 1.1303 [1.1276, 1.1334]
-        # Session 11 (measurements/2026-11-22-h200-session11/run7-perf-update-report.json): no
-        # activation exchange, one bulk reduction per block, the ring paced to one page. The rule
-        # puts the margins just under 1: they assert it is not slower.
-        "dataflow_splitk_vs_dataflow@1": 0.98,  # measured [1.0345, 1.0422]
-        "dataflow_splitk_vs_dataflow@200": 0.99,  # measured [1.0479, 1.0551]
-        "dataflow_splitk_vs_dataflow@1000": 0.99,  # measured [1.0450, 1.0508]
-        # Session 12, the final code (measurements/2026-11-22-h200-session12/run14-perf-update-report.json
-        # and measurements/2026-11-22-h100-session12/run15-*, the rule on the lower interval): no
-        # attention-output exchange or combine, each block merges the units' records of its O rows.
-        "dataflow_splitk_o_vs_dataflow_splitk@1": 0.97,  # measured H200 [1.0220, 1.0261], H100 [1.0482, 1.0550]
-        "dataflow_splitk_o_vs_dataflow_splitk@200": 0.99,  # measured H200 [1.0534, 1.0581], H100 [1.0480, 1.0538]
-        "dataflow_splitk_o_vs_dataflow_splitk@1000": 1.00,  # measured H200 [1.0564, 1.0613], H100 [1.0593, 1.0634]
+        "dataflow_vs_fused_ring@1": 1.13,  # measured H200 [1.1965, 1.2009], H100 [1.2166, 1.2269]
+        "dataflow_vs_fused_ring@200": 1.10,  # measured H200 [1.1661, 1.1709], H100 [1.2088, 1.2159]
+        "dataflow_vs_fused_ring@1000": 1.07,  # measured H200 [1.1310, 1.1377], H100 [1.1330, 1.1392]
+        # No activation exchange, one bulk reduction per block, the ring paced to one page.
+        "dataflow_splitk_vs_dataflow@1": 1.00,  # measured H200 [1.0573, 1.0657], H100 [1.0660, 1.0750]
+        "dataflow_splitk_vs_dataflow@200": 1.01,  # measured H200 [1.0742, 1.0800], H100 [1.0696, 1.0755]
+        "dataflow_splitk_vs_dataflow@1000": 1.01,  # measured H200 [1.0730, 1.0794], H100 [1.0689, 1.0765]
+        # No attention-output exchange or combine, each block merges the units' records of its O rows.
+        "dataflow_splitk_o_vs_dataflow_splitk@1": 1.00,  # measured H200 [1.0599, 1.0656], H100 [1.0652, 1.0736]
+        "dataflow_splitk_o_vs_dataflow_splitk@200": 1.02,  # measured H200 [1.0893, 1.0936], H100 [1.0808, 1.0859]
+        "dataflow_splitk_o_vs_dataflow_splitk@1000": 1.03,  # measured H200 [1.0969, 1.1016], H100 [1.0888, 1.0953]
     },
 }
 
 # Absolute gates, per architecture: the issue's targets on H100/H200. The best variant at >= 50%
 # of the roofline (weights + KV read / the SM copy bandwidth, gpu_perf.copy_bandwidth()) at
 # positions <= 200, and >= 8x faster than Hugging Face transformers with a static cache in a CUDA
-# graph. Both FAIL on the H200 as of session 12 (dataflow_splitk_o, 0.652 ms/token: 42.8-44.2% of the
-# roofline, 6.4-7.3x the peer's 4.78 ms); TARGET_SHORTFALLS says so and keeps the tests honest.
+# graph. Both FAIL on the H200 as of session 13 (dataflow_splitk_o, 0.607 ms/token: 45.6-47.5% of the
+# roofline, 6.9-7.9x the peer's 4.78 ms); TARGET_SHORTFALLS says so and keeps the tests honest.
 MIN_ROOFLINE_FRACTION: dict[str, float | None] = {"sm90": 0.5}  # issue 5 target on H100/H200
 MIN_SPEEDUP_VS_HF: dict[str, float | None] = {"sm90": 8.0}  # issue 5 target on H100/H200
 
@@ -135,21 +134,42 @@ Shortfall = tuple[tuple[int, ...] | None, str]
 TARGET_SHORTFALLS: dict[str, dict[str, dict[str, Shortfall]]] = {
     "sm90": {
         "roofline": {
-            "NVIDIA H200": (None, "H200 2026-11-22 (session 12): best variant dataflow_splitk_o at 42.8-44.2% of "
-                                  "the copy-bandwidth roofline (0.652 ms/token at p=1, 0.686 at p=200), target 50%"),
-            # The H100 SXM meets it at every position <= 200 since session 11 (session 12, dataflow_splitk_o:
-            # 57.8% at p=1, 54.7% at p=200; measurements/2026-11-22-h100-session12/): ordinary gates there.
+            "NVIDIA H200": (None, "H200 2026-11-22 (session 13): best variant dataflow_splitk_o at 45.6-47.5% of "
+                                  "the copy-bandwidth roofline (0.607 ms/token at p=1, 0.644 at p=200), target 50%"),
+            # The H100 SXM meets it at every position <= 200 since session 11 (session 13, dataflow_splitk_o:
+            # 60.7% at p=1, 57.8% at p=200; measurements/2026-11-22-h100-session13/): ordinary gates there.
         },
         "hf_speedup": {
-            "NVIDIA H100 80GB HBM3": (None, "H100 SXM 2026-11-22 (session 12): dataflow_splitk_o 6.92x (p=1), 6.46x "
-                                            "(p=200), 5.89x (p=1000) faster than transformers 5.17 with a static "
-                                            "cache in a CUDA graph (4.77 ms/token), target 8x"),
-            "*": (None, "H200 2026-11-22 (session 12): dataflow_splitk_o 7.31x (p=1), 6.91x (p=200), 6.36x (p=1000) "
+            "NVIDIA H100 80GB HBM3": (None, "H100 SXM 2026-11-22 (session 13): dataflow_splitk_o 7.10x (p=1), 6.70x "
+                                            "(p=200), 6.00x (p=1000) faster than transformers 5.17 with a static "
+                                            "cache in a CUDA graph (4.68 ms/token), target 8x"),
+            "*": (None, "H200 2026-11-22 (session 13): dataflow_splitk_o 7.86x (p=1), 7.47x (p=200), 6.90x (p=1000) "
                         "faster than transformers 5.17 with a static cache in a CUDA graph (4.78 ms/token, its "
                         "logits checked against ours), target 8x"),
         },
     }
 }
+
+
+# Documented shortfalls that lie within the pool's machine-to-machine spread of their target (the
+# same code measured up to 2.5% apart on GPUs of one model, the transformers peer 3%): a faster GPU
+# of that model may meet the target, and a strict xfail would then fail a run in which the kernel
+# did better. There the xfail is not strict (an XPASS is reported, not failed). arch -> target ->
+# the TARGET_SHORTFALLS key of the model -> positions.
+UNSETTLED_SHORTFALLS: dict[str, dict[str, dict[str, tuple[int, ...]]]] = {
+    "sm90": {
+        # H200, session 13: 7.86x [7.848, 7.873] at p=1 against 8x (1.7% short).
+        "hf_speedup": {"*": (1,)},
+    }
+}
+
+
+def shortfall_is_strict(arch: str, device_name: str, target: str, position: int) -> bool:
+    """Whether the documented shortfall of ``target`` on this GPU model at ``position`` is a strict
+    xfail (False where UNSETTLED_SHORTFALLS lists it)."""
+    by_model = TARGET_SHORTFALLS.get(arch, {}).get(target, {})
+    key = device_name if device_name in by_model else "*"
+    return position not in UNSETTLED_SHORTFALLS.get(arch, {}).get(target, {}).get(key, ())
 
 
 def target_shortfall(arch: str, device_name: str, target: str, position: int | None = None) -> str | None:

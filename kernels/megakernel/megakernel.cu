@@ -895,6 +895,13 @@ __device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, 
 // Paced (dataflow): a group's pages not yet issued are issued before waiting for them, and each
 // group issues at most one more page (ring_pump); in the LM head (no exchange follows) every free
 // slot is refilled as in the unpaced ring.
+// Iterations of ring_gemv's dot-product loop unrolled (their shared-memory loads in flight together):
+// the loop is latency-bound (4 iterations for K = 1024). H200 (session 13, dataflow_splitk_o at
+// p = 1 / 200 / 1000 against 2): 4 1.014x / 1.017x / 1.015x, 1 0.997x / 1.004x / 1.006x.
+#ifndef MK_RING_DOT_UNROLL
+#define MK_RING_DOT_UNROLL 4
+#endif
+constexpr int kRingDotUnroll = MK_RING_DOT_UNROLL;
 template <int kK, int kRowsPerOut, bool kPaced = false, int kSplit = 0, typename Epilogue>
 __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s,
                                            const Shared& s, Epilogue epilogue) {
@@ -944,7 +951,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
         if (part < kParts) {  // uniform per warp
             const uint4* ring_chunks = reinterpret_cast<const uint4*>(s.ring);
             const int col0 = part * kPartChunks + lane;
-#pragma unroll 2
+#pragma unroll kRingDotUnroll
             for (int i = 0; i < kPartChunks / 32; ++i) {
                 const float4 xlo = reinterpret_cast<const float4*>(x_s)[col0 + i * 32];
                 const float4 xhi = reinterpret_cast<const float4*>(x_s + kVecHalf)[col0 + i * 32];

@@ -106,3 +106,20 @@ def test_target_shortfalls_are_per_gpu_model_and_position(monkeypatch: pytest.Mo
     for by_model in family.TARGET_SHORTFALLS["sm90"].values():
         for positions, what in by_model.values():
             assert what and (positions is None or set(positions) <= set(family.PERF_POSITIONS))
+
+
+def test_unsettled_shortfalls_are_not_strict_only_where_listed() -> None:
+    """The H200's peer speedup at p=1 (1.7% short of 8x in session 13) is a non-strict xfail; its
+    other positions, the H100's entry (its own key, not "*") and the roofline stay strict; every
+    unsettled entry names a documented shortfall."""
+    h200, h100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
+    assert not family.shortfall_is_strict("sm90", h200, "hf_speedup", 1)
+    assert family.shortfall_is_strict("sm90", h200, "hf_speedup", 200)
+    assert family.shortfall_is_strict("sm90", h100, "hf_speedup", 1)
+    assert family.shortfall_is_strict("sm90", h200, "roofline", 1)
+    for arch, by_target in family.UNSETTLED_SHORTFALLS.items():
+        for target, by_model in by_target.items():
+            for key, positions in by_model.items():
+                assert key in family.TARGET_SHORTFALLS[arch][target], (target, key)
+                documented = family.TARGET_SHORTFALLS[arch][target][key][0]
+                assert documented is None or set(positions) <= set(documented), (target, key, positions)

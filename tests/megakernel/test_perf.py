@@ -21,6 +21,7 @@ from kernels.megakernel.family import (
     MAX_SEQ,
     MIN_ROOFLINE_FRACTION,
     MIN_SPEEDUP_VS_HF,
+    shortfall_is_strict,
     target_shortfall,
     PERF_POSITIONS,
     ROOFLINE_POSITIONS,
@@ -63,11 +64,13 @@ def fastest_candidate(gpu_perf: Any, model: Any, position: int) -> tuple[str, An
 
 
 def expect_shortfall(request: pytest.FixtureRequest, device: Any, target: str, position: int) -> None:
-    """Mark the test strict-xfail where family.TARGET_SHORTFALLS documents that a target is not met
-    on this GPU model at this position."""
+    """Mark the test xfail where family.TARGET_SHORTFALLS documents that a target is not met on this
+    GPU model at this position: strict, unless the shortfall is within the pool's spread of the
+    target (family.UNSETTLED_SHORTFALLS)."""
     reason = target_shortfall(device.arch, device.name, target, position)
     if reason:
-        request.applymarker(pytest.mark.xfail(strict=True, raises=(AssertionError,), reason=f"target not met: {reason}"))
+        strict = shortfall_is_strict(device.arch, device.name, target, position)
+        request.applymarker(pytest.mark.xfail(strict=strict, raises=(AssertionError,), reason=f"target not met: {reason}"))
 
 
 @pytest.mark.sm90
