@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subphases", choices=sorted(SUBPHASE_SEGMENTS), default="gate_up",
                         help="the GEMV whose first page group is timed in sub-phases")
     args = parser.parse_args(argv)
+    if args.subphases == "o" and "dataflow_splitk_o" in args.variants:
+        parser.error("dataflow_splitk_o projects O through ring_splitk, which records no sub-phases: "
+                     "use --subphases qkv or gate_up for it")
 
     import cupy
 

@@ -1,4 +1,4 @@
-"""The A/B tool's argument parsing and summary (CPU)."""
+"""The diagnostic tools' CPU side: the A/B tool's argument parsing and summary, the trace tool's checks."""
 from __future__ import annotations
 
 import argparse
@@ -28,3 +28,13 @@ def test_summary_ratios_are_per_round_against_the_first_build() -> None:
     assert summary["b"]["speedup_vs_first"] == pytest.approx(2.0)
     assert summary["b"]["speedup_min"] == pytest.approx(2.0)
     assert summary["b"]["speedup_max"] == pytest.approx(3.0)
+
+
+def test_trace_refuses_sub_phases_the_variant_does_not_record() -> None:
+    """dataflow_splitk_o's O projection runs through ring_splitk, which has no sub-phase marks: the
+    trace tool says so before building anything instead of printing differences of unset events."""
+    from kernels.megakernel.trace import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--variants", "dataflow_splitk_o", "--subphases", "o"])
+    assert exit_info.value.code == 2
