@@ -1614,10 +1614,19 @@ __device__ __forceinline__ void ring_splitk(Ring& ring, int seg, const float* ac
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] = 0.f;
     __syncthreads();  // act_s, written by the gate/up epilogue
+#ifdef MK_TRACE
+    long long waited = 0;
+#endif
     for (int r0 = 0; r0 < rows_total; r0 += kRingGroup * kPageRows) {
         const int rows = min(kRingGroup * kPageRows, rows_total - r0);
         const int pages = ceil_div(rows, kPageRows);
+#ifdef MK_TRACE
+        const long long wait_start = clock64();
+#endif
         ring_group_acquire<kPaced, kSplit>(s, ring, pages);
+#ifdef MK_TRACE
+        waited += clock64() - wait_start;
+#endif
         if (active) {
             const uint4* ring_chunks = reinterpret_cast<const uint4*>(s.ring);
 #pragma unroll 4
@@ -1635,6 +1644,7 @@ __device__ __forceinline__ void ring_splitk(Ring& ring, int seg, const float* ac
 #pragma unroll
         for (int i = 0; i < 8; ++i) s.partial[row_lane * kHidden + chunk * 8 + i] = acc[i];
     }
+    MK_MARK_VALUE((seg / 4) * MK_TRACE_EVENTS_PER_LAYER + 15 + seg % 4, waited);  // "ring wait o / down"
     __syncthreads();
 }
 
