@@ -812,8 +812,9 @@ static_assert(kRingPacedInFlight >= 1 && kRingPacedInFlight <= kRingSlots, "page
 #ifndef MK_ATTN_BLOCK_PACE
 #define MK_ATTN_BLOCK_PACE 2
 #endif
-template <int kSplit>
-constexpr int kAttnBlockPace = MK_ATTN_BLOCK_PACE > 0 ? MK_ATTN_BLOCK_PACE : kPacedInFlight<kSplit>;
+template <int kSplit>  // never below the other blocks' pace
+constexpr int kAttnBlockPace = imax(MK_ATTN_BLOCK_PACE, kPacedInFlight<kSplit>);
+static_assert(MK_ATTN_BLOCK_PACE <= kRingSlots, "MK_ATTN_BLOCK_PACE: at most kRingSlots pages");
 static_assert(kPacedInFlight<1> >= 1 && kPacedInFlight<1> <= kRingSlots,
               "MK_SPLITK_PACED_IN_FLIGHT: 1 .. kRingSlots");
 
