@@ -1074,6 +1074,14 @@ static_assert(kLayers * 5 <= 1024, "LL flags hold layer * 5 + phase in 10 bits")
 // One warp handles one 128-element head; lane l holds elements l, l + 32, l + 64, l + 96, so both
 // RoPE pairs (i, i + 64) of a lane are its own: out[i] = x[i] c_i - x[i+64] s_i and
 // out[i+64] = x[i+64] c_i + x[i] s_i (the rotate_half convention).
+// RoPE on a lane's four elements l, l + 32, l + 64, l + 96 (pairs (l, l + 64), (l + 32, l + 96)).
+__device__ __forceinline__ void rope_rotate(const float (&x)[4], float c0, float s0, float c1, float s1, float out[4]) {
+    out[0] = x[0] * c0 - x[2] * s0;
+    out[2] = x[2] * c0 + x[0] * s0;
+    out[1] = x[1] * c1 - x[3] * s1;
+    out[3] = x[3] * c1 + x[1] * s1;
+}
+
 template <class IO = PlainIO>
 __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* weight, const float* rope_row,
                                                float out[4], IO io = IO{}) {
@@ -1098,10 +1106,7 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
         const float inv_rms = 1.0f / sqrtf(ss / static_cast<float>(kHeadDim) + kRmsEps);
 #pragma unroll
         for (int j = 0; j < 4; ++j) x[j] = x[j] * inv_rms * gain[j];
-        out[0] = x[0] * c0 - x[2] * s0;
-        out[2] = x[2] * c0 + x[0] * s0;
-        out[1] = x[1] * c1 - x[3] * s1;
-        out[3] = x[3] * c1 + x[1] * s1;
+        rope_rotate(x, c0, s0, c1, s1, out);
     } else {
         io.load_head(raw, x);
 #pragma unroll
@@ -1112,10 +1117,7 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
         for (int j = 0; j < 4; ++j) x[j] = x[j] * inv_rms * bf16_to_float(weight[lane + 32 * j]);
         const float c0 = rope_row[lane], s0 = rope_row[64 + lane];
         const float c1 = rope_row[lane + 32], s1 = rope_row[64 + lane + 32];
-        out[0] = x[0] * c0 - x[2] * s0;
-        out[2] = x[2] * c0 + x[0] * s0;
-        out[1] = x[1] * c1 - x[3] * s1;
-        out[3] = x[3] * c1 + x[1] * s1;
+        rope_rotate(x, c0, s0, c1, s1, out);
     }
 }
 
@@ -1939,6 +1941,17 @@ __device__ __forceinline__ float ll_gather_probes(const unsigned long long* word
     return sum;
 }
 
+// A thread's RMSNorm weights (rows threadIdx.x, + kThreads, ...) as floats, loaded before a wait
+// so that their L2 round trip does not follow it.
+template <int kPer>
+__device__ __forceinline__ void norm_weights_to_registers(const bf16_t* weight, float (&gain)[kPer]) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int i = threadIdx.x + j * kThreads;
+        gain[j] = i < kHidden ? bf16_to_float(weight[i]) : 0.f;
+    }
+}
+
 // RMSNorm of the residual stream into s.vec (vec_slot order), read as LL words of `flag`: every
 // block's sum of squares (the probes: each block writes it after its rows), then every residual
 // row (the dataflow variant's rmsnorm_into_vec).
@@ -1948,11 +1961,7 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
                                            Pump pump) {
     constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
     float gain[kPer];  // before the wait, as in rmsnorm_acc
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-        const int i = threadIdx.x + j * kThreads;
-        gain[j] = i < kHidden ? bf16_to_float(weight[i]) : 0.f;
-    }
+    norm_weights_to_registers(weight, gain);
     if (ring_issuer()) {
         const float total = warp_sum(ll_gather_probes(ll.sumsq, static_cast<int>(gridDim.x), flag,
                                                       [](int i) { return i; }, pump));
@@ -1993,11 +2002,7 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot,
     // The RMSNorm weights in registers before the wait: loaded after it, their L2 round trip
     // followed the block barriers on the critical path (norm_rope_head says what it bought).
     float gain[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-        const int i = threadIdx.x + j * kThreads;
-        gain[j] = i < kHidden ? bf16_to_float(weight[i]) : 0.f;
-    }
+    norm_weights_to_registers(weight, gain);
     if (kAccBulk && threadIdx.x == 0) bulk_wait_read();  // s.scores staged the last accumulator words
     if (ring_issuer()) {
         const int lane = threadIdx.x & 31, copy = lane % kAccCopies;
