@@ -215,8 +215,9 @@ constexpr int kSplitOf = T::splitk_o ? kSplitDownO : (T::splitk ? kSplitDown : k
 // ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
 constexpr int kMiscFloats = 64;
 constexpr int kStatsSlot = 32;  // misc[32 ..): softmax (max, sum) per q head
+constexpr int kPumpSlot = 62;   // misc[62]: the last wait the probing warp saw end (MK_PUMP_WARP)
 constexpr int kFlagSlot = 63;   // misc[63]: "this block combines" flag
-static_assert(kStatsSlot + 2 * kGqa <= kFlagSlot, "softmax statistics overlap the flag");
+static_assert(kStatsSlot + 2 * kGqa <= kPumpSlot, "softmax statistics overlap the pump slot");
 
 // The weight stream (stream variant): every GEMV slice a block reads in one step, in order: per
 // layer QKV, O, gate/up, down, then the LM head.
@@ -830,6 +831,41 @@ __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_i
     if (ring.issued - ring.landed < max_in_flight && ring.issued < ring.consumed + kRingSlots &&
         ring.next_seg < kStreamSegments)
         ring_issue_next<kSplit>(s, ring);
+}
+
+// Decoupled pumping (MK_PUMP_WARP): while a block waits for other blocks, one warp polls the probe
+// words and the issuing warp spins on its slots' mbarriers, issuing the next page (at the same
+// pace) as soon as one lands, until the probing warp posts the wait's id. Otherwise the issuing
+// warp polls and pumps in turn, so it sees a page land only once per poll's L2 round trip.
+// dataflow_splitk_o: rmsnorm_acc<true>, the RMSNorm's 1 / rms applied in the GEMV epilogues.
+#ifndef MK_DEFER_RMS_SCALE
+#define MK_DEFER_RMS_SCALE 0
+#endif
+constexpr bool kDeferRmsScale = MK_DEFER_RMS_SCALE != 0;
+
+#ifndef MK_PUMP_WARP
+#define MK_PUMP_WARP 0
+#endif
+constexpr bool kPumpWarp = MK_PUMP_WARP != 0;
+constexpr int kProbeWarp = 0;                // polls the accumulator probes (rmsnorm_acc)
+constexpr int kRecordProbeWarp = kWarps - 1; // polls the record probes (merge_unit_records)
+static_assert(kProbeWarp != kRingIssueWarp && kRecordProbeWarp != kRingIssueWarp,
+              "the probing warps cannot be the ring's issuing warp");
+
+// The probing warp: wait `id` is over (ids increase within a launch; decode_step_stream zeroes the slot).
+__device__ __forceinline__ void post_wait_over(const Shared& s, int id) {
+    if ((threadIdx.x & 31) == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = id;
+}
+
+// The issuing warp: pump until the probing warp has posted `id`.
+template <class Pump>
+__device__ __forceinline__ void pump_until_posted(const Shared& s, int id, Pump pump) {
+    for (;;) {
+        const int posted = __shfl_sync(kFullMask, *reinterpret_cast<volatile int*>(s.misc + kPumpSlot), 0);
+        if (posted >= id) break;
+        pump();
+        ll_backoff();
+    }
 }
 
 // The block's segment table and the slots' barriers, then the first pages in flight: kRingSlots,
@@ -1578,11 +1614,23 @@ static_assert(kMergeLanes >= 1 && kMergeLanes <= 32 && (kMergeLanes & (kMergeLan
 
 template <class Pump>
 __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, const LLIO& rec, int g, int units,
-                                                   int o0, int no, float* out_s, Pump pump) {
+                                                   int o0, int no, float* out_s, const Shared& s, int wait_id,
+                                                   Pump pump) {
     const float* head = P.attn_partial + static_cast<size_t>(g) * units * kGqa * kPartialStride;
-    if (ring_issuer()) {
+    auto gather = [&](auto probe_pump) {
         (void)ll_gather_probes(rec.word(head), units, rec.flag,
-                               [](int u) { return (u * kGqa + kGqa - 1) * kPartialStride + kHeadDim + 1; }, pump);
+                               [](int u) { return (u * kGqa + kGqa - 1) * kPartialStride + kHeadDim + 1; },
+                               probe_pump);
+    };
+    if constexpr (kPumpWarp) {
+        if ((threadIdx.x >> 5) == kRecordProbeWarp) {
+            gather([] {});
+            post_wait_over(s, wait_id);
+        } else if (ring_issuer()) {
+            pump_until_posted(s, wait_id, pump);
+        }
+    } else if (ring_issuer()) {
+        gather(pump);
     }
     // No block barrier: the other warps load and poll their few words at once (H200, session 12:
     // 0.654 vs 0.663 ms at p=1 when they waited for the probes; 1024 accumulator words per block
@@ -1994,9 +2042,12 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
 // block's contribution (keeping the ring paced meanwhile); then every thread loads its words once
 // and re-polls only a word still short. h goes back to s.own, its RMSNorm into s.vec (vec_slot
 // order); the sum of squares is the block's own, over all rows, so no per-block sums are exchanged.
-template <class Pump>
-__device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot, const bf16_t* weight, const Shared& s,
-                                            Pump pump) {
+// kDeferScale: s.vec gets h * gain, written in the pass that sums the squares (the sum's block
+// barrier publishes it), and the 1 / rms factor is returned for the GEMV epilogue to apply: one
+// pass and one block barrier fewer between the wait and the GEMV. Otherwise returns 1.
+template <bool kDeferScale = false, class Pump>
+__device__ __forceinline__ float rmsnorm_acc(const MegakernelParams& P, int slot, const bf16_t* weight, const Shared& s,
+                                             Pump pump) {
     constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
     constexpr int kProbeStride = kHidden / 32;
     // The RMSNorm weights in registers before the wait: loaded after it, their L2 round trip
@@ -2004,7 +2055,7 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot,
     float gain[kPer];
     norm_weights_to_registers(weight, gain);
     if (kAccBulk && threadIdx.x == 0) bulk_wait_read();  // s.scores staged the last accumulator words
-    if (ring_issuer()) {
+    auto poll_probes = [&](auto probe_pump) {
         const int lane = threadIdx.x & 31, copy = lane % kAccCopies;
         const unsigned long long* probe = acc_word(P, slot, copy, lane * kProbeStride + kProbeStride - 1);
         const unsigned expected = acc_blocks(copy);
@@ -2012,9 +2063,20 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot,
             const unsigned count = acc_count(ll_load_word(probe));
             if (warp_all(count == expected)) break;
             acc_check_count(count, expected);
-            pump();
+            probe_pump();
             ll_backoff();
         }
+    };
+    if constexpr (kPumpWarp) {
+        const int wait_id = 2 * slot + 2;  // increasing over a launch's waits (merge_unit_records: 4L + 1)
+        if ((threadIdx.x >> 5) == kProbeWarp) {
+            poll_probes([] {});
+            post_wait_over(s, wait_id);
+        } else if (ring_issuer()) {
+            pump_until_posted(s, wait_id, pump);
+        }
+    } else if (ring_issuer()) {
+        poll_probes(pump);
     }
     __syncthreads();
     unsigned long long w[kPer][kAccCopies];
@@ -2056,15 +2118,18 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot,
             const float h = s.own[i] + acc_to_float(fixed);
             s.own[i] = h;
             sq = fmaf(h, h, sq);
+            if constexpr (kDeferScale) s.vec[vec_slot(i)] = h * gain[j];
         }
     }
     const float inv_rms = 1.0f / sqrtf(block_sum<kThreads>(sq, s.misc) / static_cast<float>(kHidden) + kRmsEps);
+    if constexpr (kDeferScale) return inv_rms;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
         if (i < kHidden) s.vec[vec_slot(i)] = s.own[i] * inv_rms * gain[j];
     }
     __syncthreads();
+    return 1.f;
 }
 
 // load_vector_to_shared for LL words of `flag`, after its probes: all of a thread's loads are issued
@@ -2123,6 +2188,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     uint4 w[kStreamDepth];
     Ring ring{0, 0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
+        if (kPumpWarp && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
         ring = ring_start<T::dataflow, kSplit>(P, s);
         if (b < attention_units) ring.pace = kAttnBlockPace<kSplit>;
     } else {
@@ -2160,9 +2226,16 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     }
 
     int layer = 0;  // the epilogues below read it
+    // The last RMSNorm's 1 / rms where the GEMV epilogue applies it (kDeferScale), else 1.
+    constexpr bool kDefer = kDeferRmsScale && T::splitk_o;
+    float norm_scale = 1.f;
+    auto scaled = [&](float v) {
+        if constexpr (kDefer) return v * norm_scale;
+        return v;
+    };
     auto store_qkv = [&](int row, const float* v) {
         if constexpr (T::dataflow) {
-            ll_store(ll_buffers(P).qkv + row, v[0], flag(layer, kLLQkv));
+            ll_store(ll_buffers(P).qkv + row, scaled(v[0]), flag(layer, kLLQkv));
         } else {
             P.qkv[row] = v[0];
         }
@@ -2181,7 +2254,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto add_o = [&](int row, const float* v) { return add_to_residual(row, v, kLLResidualO); };
     auto add_down = [&](int row, const float* v) { return add_to_residual(row, v, kLLResidualDown); };
     auto swiglu = [&](int row, const float* v) {
-        const float gate = v[0], up = v[1];
+        const float gate = scaled(v[0]), up = scaled(v[1]);
         const float a = gate / (1.0f + expf(-gate)) * up;
         if constexpr (T::splitk) {  // the block's own activations: its down slice's inputs
             s.scores[(row - s.ring_rows[4 * layer + 2].x) >> 1] = a;
@@ -2205,7 +2278,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto rmsnorm = [&](bool from_embedding, const bf16_t* weight, int from_layer, int phase) {
         if constexpr (T::splitk) {
             if (!from_embedding && phase == kLLResidualDown) {
-                rmsnorm_acc(P, down_slot(from_layer), weight, s, pump);
+                norm_scale = rmsnorm_acc<kDefer>(P, down_slot(from_layer), weight, s, pump);
                 return;
             }
         }
@@ -2268,13 +2341,14 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             MK_MARK(ev + 5);
             int o0, no;
             o_split_rows(b, nb, &o0, &no);
-            if (no > 0) merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, pump);
+            if (no > 0)  // wait id 4L + 1: between the rmsnorm_acc waits of this layer (2 slot + 2)
+                merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, s, 4 * layer + 1, pump);
             MK_MARK(ev + 6);
             ring_splitk<true, kSplit>(ring, 4 * layer + 1, s.vec, s);
             acc_publish(P, o_slot(layer), s);
             MK_MARK(ev + 7);
             MK_MARK(ev + 8);
-            rmsnorm_acc(P, o_slot(layer), P.norm_post + layer * kHidden, s, pump);
+            norm_scale = rmsnorm_acc<kDefer>(P, o_slot(layer), P.norm_post + layer * kHidden, s, pump);
         } else {
             attention_units_phase(PlainIO{});
             MK_MARK(ev + 4);
@@ -2352,7 +2426,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     unsigned readers_before = 0u;
     if (T::splitk && threadIdx.x == 0) readers_before = atomicAdd(P.counters + kAccReadSlot, 1u);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 1);
-    auto store_logit = [&](int row, const float* v) { P.logits[row] = v[0]; return 0.f; };
+    auto store_logit = [&](int row, const float* v) { P.logits[row] = scaled(v[0]); return 0.f; };
     gemv(Hidden{}, IntTag<1>{}, 4 * kLayers, store_logit);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 2);
     if constexpr (T::splitk) {
