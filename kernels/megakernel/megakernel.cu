@@ -215,9 +215,10 @@ constexpr int kSplitOf = T::splitk_o ? kSplitDownO : (T::splitk ? kSplitDown : k
 // ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
 constexpr int kMiscFloats = 64;
 constexpr int kStatsSlot = 32;  // misc[32 ..): softmax (max, sum) per q head
+constexpr int kUnitTasksSlot = 61;  // misc[61]: an attention unit's q/k/v tasks done (MK_UNIT_PUMP), an int
 constexpr int kPumpSlot = 62;   // misc[62]: the last wait the probing warp saw end (MK_PUMP_WARP)
 constexpr int kFlagSlot = 63;   // misc[63]: "this block combines" flag
-static_assert(kStatsSlot + 2 * kGqa <= kPumpSlot, "softmax statistics overlap the pump slot");
+static_assert(kStatsSlot + 2 * kGqa <= kUnitTasksSlot, "softmax statistics overlap the pump slots");
 
 // The weight stream (stream variant): every GEMV slice a block reads in one step, in order: per
 // layer QKV, O, gate/up, down, then the LM head.
@@ -839,12 +840,12 @@ __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_i
 // warp polls and pumps in turn, so it sees a page land only once per poll's L2 round trip.
 // dataflow_splitk_o: rmsnorm_acc<true>, the RMSNorm's 1 / rms applied in the GEMV epilogues.
 #ifndef MK_DEFER_RMS_SCALE
-#define MK_DEFER_RMS_SCALE 0
+#define MK_DEFER_RMS_SCALE 1
 #endif
 constexpr bool kDeferRmsScale = MK_DEFER_RMS_SCALE != 0;
 
 #ifndef MK_PUMP_WARP
-#define MK_PUMP_WARP 0
+#define MK_PUMP_WARP 1
 #endif
 constexpr bool kPumpWarp = MK_PUMP_WARP != 0;
 constexpr int kProbeWarp = 0;                // polls the accumulator probes (rmsnorm_acc)
@@ -1508,10 +1509,28 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
 // with the weight stream live.
 constexpr int kAttnPreloadTiles = 2;
 
-template <class In = PlainIO, class Out = PlainIO, class Rec = PlainIO>
+// MK_UNIT_PUMP (LL inputs; a share of the grid in percent, 0: off): when at least that share of the
+// blocks run attention units, their ring keeps the others' pace and, while a unit waits for its
+// q/k/v, the issuing warp pumps the ring (the unit's tasks run on the other warps; they count
+// themselves done in s.misc[kUnitTasksSlot]). With fewer units, their blocks keep the pace
+// MK_ATTN_BLOCK_PACE and do not pump there.
+#ifndef MK_UNIT_PUMP
+#define MK_UNIT_PUMP 25
+#endif
+constexpr bool kUnitPump = MK_UNIT_PUMP != 0;
+static_assert(MK_UNIT_PUMP >= 0 && MK_UNIT_PUMP <= 100, "MK_UNIT_PUMP: a share of the grid in percent");
+static_assert(kGqa + 3 <= kWarps, "MK_UNIT_PUMP: the unit's tasks and the issuing warp need their own warps");
+struct NoPump {
+    __device__ __forceinline__ void operator()() const {}
+};
+template <class Pump> struct IsNoPump { static constexpr bool value = false; };
+template <> struct IsNoPump<NoPump> { static constexpr bool value = true; };
+
+template <class In = PlainIO, class Out = PlainIO, class Rec = PlainIO, class Pump = NoPump>
 __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams& P, int layer, int position, int g,
                                                          int u, AttentionSplit split, const Shared& s, In in = In{},
-                                                         Out out = Out{}, Rec rec = Rec{}) {
+                                                         Out out = Out{}, Rec rec = Rec{}, Pump pump = Pump{},
+                                                         bool pumping = false) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int slot = tid >> 4, dc = tid & 15;
     const int start = u * split.chunk;
@@ -1534,14 +1553,36 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         }
     }
 
-    // 1. Queries (shared memory); the last unit's warps kGqa, kGqa + 1 write the K and V rows of
-    //    `position` to the cache and to s.kv_row.
-    if (warp < kGqa) {
-        qk_task<false>(P, layer, position, g, warp, s.q + warp * kHeadDim, nullptr, in);
-    } else if (warp < kGqa + 2 && writes_row) {
-        qk_task<true>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim, in);
+    // 1. Queries (shared memory); the last unit's tasks kGqa, kGqa + 1 write the K and V rows of
+    //    `position` to the cache and to s.kv_row. Task t runs on warp t (MK_UNIT_PUMP with LL
+    //    inputs: on the warps other than the issuing warp, which pumps the ring meanwhile).
+    if (kUnitPump && In::kLL && !IsNoPump<Pump>::value && pumping) {
+        const int task = warp > kRingIssueWarp ? warp - 1 : warp;
+        const int tasks = writes_row ? kGqa + 2 : kGqa;
+        int* done = reinterpret_cast<int*>(s.misc + kUnitTasksSlot);
+        if (warp == kRingIssueWarp) {
+            while (__shfl_sync(kFullMask, *reinterpret_cast<volatile int*>(done), 0) < tasks) {
+                pump();
+                ll_backoff();
+            }
+        } else if (task < tasks) {
+            if (task < kGqa)
+                qk_task<false>(P, layer, position, g, task, s.q + task * kHeadDim, nullptr, in);
+            else
+                qk_task<true>(P, layer, position, g, task, nullptr, s.kv_row + (task - kGqa) * kHeadDim, in);
+            __syncwarp();
+            if (lane == 0) atomicAdd(done, 1);
+        }
+        __syncthreads();
+        if (tid == 0) *done = 0;  // read again only after later barriers
+    } else {
+        if (warp < kGqa) {
+            qk_task<false>(P, layer, position, g, warp, s.q + warp * kHeadDim, nullptr, in);
+        } else if (warp < kGqa + 2 && writes_row) {
+            qk_task<true>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim, in);
+        }
+        __syncthreads();
     }
-    __syncthreads();
     if (writes_row) {
 #pragma unroll
         for (int a = 0; a < kAttnPreloadTiles; ++a) {
@@ -2170,6 +2211,8 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     const AttentionSplit split = attention_split(position + 1, nb / kKVHeads / (T::splitk_o ? kSplitOUnitsDivisor : 1),
                                                  T::dataflow ? kAttnMinChunk : kAttnTile);
     const int attention_units = kKVHeads * split.units;
+    // MK_UNIT_PUMP, in dataflow_splitk_o (in dataflow_splitk it made ptxas spill on sm_90)
+    const bool units_busy = kUnitPump && T::splitk_o && attention_units * 100 >= MK_UNIT_PUMP * nb;
     // Read before this block produces anything; block 0 advances it at its very end, which it
     // reaches only after every block's residual rows (so after every block has read it).
     const unsigned launch = T::dataflow ? load_volatile_u32(P.counters + kLaunchSlot) : 0u;
@@ -2188,9 +2231,10 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     uint4 w[kStreamDepth];
     Ring ring{0, 0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
-        if (kPumpWarp && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
+        if (kPumpWarp && T::splitk && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
+        if (kUnitPump && T::splitk_o && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kUnitTasksSlot) = 0;
         ring = ring_start<T::dataflow, kSplit>(P, s);
-        if (b < attention_units) ring.pace = kAttnBlockPace<kSplit>;
+        if (b < attention_units && !units_busy) ring.pace = kAttnBlockPace<kSplit>;
     } else {
         stream_start(P, s, w);
     }
@@ -2317,10 +2361,15 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                 if constexpr (T::dataflow) {
                     const LLIO in{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)};
                     const LLIO out{P.attn_out, ll_buffers(P).attn_out, flag(layer, kLLAttnOut)};
-                    if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
-                        attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out, rec);
-                    else
+                    if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles) {
+                        if constexpr (T::splitk_o)
+                            attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out, rec, pump,
+                                                     units_busy);
+                        else
+                            attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out, rec);
+                    } else {
                         attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out, rec);
+                    }
                 } else {
                     if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
                         attention_unit_preloaded(P, layer, position, g, unit, split, s);
