@@ -838,12 +838,6 @@ __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_i
 // words and the issuing warp spins on its slots' mbarriers, issuing the next page (at the same
 // pace) as soon as one lands, until the probing warp posts the wait's id. Otherwise the issuing
 // warp polls and pumps in turn, so it sees a page land only once per poll's L2 round trip.
-// dataflow_splitk_o: rmsnorm_acc<true>, the RMSNorm's 1 / rms applied in the GEMV epilogues.
-#ifndef MK_DEFER_RMS_SCALE
-#define MK_DEFER_RMS_SCALE 1
-#endif
-constexpr bool kDeferRmsScale = MK_DEFER_RMS_SCALE != 0;
-
 #ifndef MK_PUMP_WARP
 #define MK_PUMP_WARP 1
 #endif
@@ -2083,12 +2077,9 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
 // block's contribution (keeping the ring paced meanwhile); then every thread loads its words once
 // and re-polls only a word still short. h goes back to s.own, its RMSNorm into s.vec (vec_slot
 // order); the sum of squares is the block's own, over all rows, so no per-block sums are exchanged.
-// kDeferScale: s.vec gets h * gain, written in the pass that sums the squares (the sum's block
-// barrier publishes it), and the 1 / rms factor is returned for the GEMV epilogue to apply: one
-// pass and one block barrier fewer between the wait and the GEMV. Otherwise returns 1.
-template <bool kDeferScale = false, class Pump>
-__device__ __forceinline__ float rmsnorm_acc(const MegakernelParams& P, int slot, const bf16_t* weight, const Shared& s,
-                                             Pump pump) {
+template <class Pump>
+__device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot, const bf16_t* weight, const Shared& s,
+                                            Pump pump) {
     constexpr int kPer = (kHidden + kThreads - 1) / kThreads;
     constexpr int kProbeStride = kHidden / 32;
     // The RMSNorm weights in registers before the wait: loaded after it, their L2 round trip
@@ -2159,18 +2150,15 @@ __device__ __forceinline__ float rmsnorm_acc(const MegakernelParams& P, int slot
             const float h = s.own[i] + acc_to_float(fixed);
             s.own[i] = h;
             sq = fmaf(h, h, sq);
-            if constexpr (kDeferScale) s.vec[vec_slot(i)] = h * gain[j];
         }
     }
     const float inv_rms = 1.0f / sqrtf(block_sum<kThreads>(sq, s.misc) / static_cast<float>(kHidden) + kRmsEps);
-    if constexpr (kDeferScale) return inv_rms;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
         if (i < kHidden) s.vec[vec_slot(i)] = s.own[i] * inv_rms * gain[j];
     }
     __syncthreads();
-    return 1.f;
 }
 
 // load_vector_to_shared for LL words of `flag`, after its probes: all of a thread's loads are issued
@@ -2270,16 +2258,9 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     }
 
     int layer = 0;  // the epilogues below read it
-    // The last RMSNorm's 1 / rms where the GEMV epilogue applies it (kDeferScale), else 1.
-    constexpr bool kDefer = kDeferRmsScale && T::splitk_o;
-    float norm_scale = 1.f;
-    auto scaled = [&](float v) {
-        if constexpr (kDefer) return v * norm_scale;
-        return v;
-    };
     auto store_qkv = [&](int row, const float* v) {
         if constexpr (T::dataflow) {
-            ll_store(ll_buffers(P).qkv + row, scaled(v[0]), flag(layer, kLLQkv));
+            ll_store(ll_buffers(P).qkv + row, v[0], flag(layer, kLLQkv));
         } else {
             P.qkv[row] = v[0];
         }
@@ -2298,7 +2279,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto add_o = [&](int row, const float* v) { return add_to_residual(row, v, kLLResidualO); };
     auto add_down = [&](int row, const float* v) { return add_to_residual(row, v, kLLResidualDown); };
     auto swiglu = [&](int row, const float* v) {
-        const float gate = scaled(v[0]), up = scaled(v[1]);
+        const float gate = v[0], up = v[1];
         const float a = gate / (1.0f + expf(-gate)) * up;
         if constexpr (T::splitk) {  // the block's own activations: its down slice's inputs
             s.scores[(row - s.ring_rows[4 * layer + 2].x) >> 1] = a;
@@ -2322,7 +2303,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto rmsnorm = [&](bool from_embedding, const bf16_t* weight, int from_layer, int phase) {
         if constexpr (T::splitk) {
             if (!from_embedding && phase == kLLResidualDown) {
-                norm_scale = rmsnorm_acc<kDefer>(P, down_slot(from_layer), weight, s, pump);
+                rmsnorm_acc(P, down_slot(from_layer), weight, s, pump);
                 return;
             }
         }
@@ -2397,7 +2378,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             acc_publish(P, o_slot(layer), s);
             MK_MARK(ev + 7);
             MK_MARK(ev + 8);
-            norm_scale = rmsnorm_acc<kDefer>(P, o_slot(layer), P.norm_post + layer * kHidden, s, pump);
+            rmsnorm_acc(P, o_slot(layer), P.norm_post + layer * kHidden, s, pump);
         } else {
             attention_units_phase(PlainIO{});
             MK_MARK(ev + 4);
@@ -2475,7 +2456,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     unsigned readers_before = 0u;
     if (T::splitk && threadIdx.x == 0) readers_before = atomicAdd(P.counters + kAccReadSlot, 1u);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 1);
-    auto store_logit = [&](int row, const float* v) { P.logits[row] = scaled(v[0]); return 0.f; };
+    auto store_logit = [&](int row, const float* v) { P.logits[row] = v[0]; return 0.f; };
     gemv(Hidden{}, IntTag<1>{}, 4 * kLayers, store_logit);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 2);
     if constexpr (T::splitk) {
