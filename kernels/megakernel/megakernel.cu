@@ -215,7 +215,7 @@ constexpr int kSplitOf = T::splitk_o ? kSplitDownO : (T::splitk ? kSplitDown : k
 // ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
 constexpr int kMiscFloats = 64;
 constexpr int kStatsSlot = 32;  // misc[32 ..): softmax (max, sum) per q head
-constexpr int kUnitTasksSlot = 61;  // misc[61]: an attention unit's q/k/v tasks done (MK_UNIT_PUMP), an int
+constexpr int kUnitTasksSlot = 61;  // misc[61]: an attention unit's q/k/v tasks done (MK_UNIT_PUMP), a count
 constexpr int kPumpSlot = 62;   // misc[62]: the last wait the probing warp saw end (MK_PUMP_WARP)
 constexpr int kFlagSlot = 63;   // misc[63]: "this block combines" flag
 static_assert(kStatsSlot + 2 * kGqa <= kUnitTasksSlot, "softmax statistics overlap the pump slots");
@@ -855,9 +855,8 @@ __device__ __forceinline__ void post_wait_over(const Shared& s, int id) {
 // The issuing warp: pump until the probing warp has posted `id`.
 template <class Pump>
 __device__ __forceinline__ void pump_until_posted(const Shared& s, int id, Pump pump) {
-    for (;;) {
-        const int posted = __shfl_sync(kFullMask, *reinterpret_cast<volatile int*>(s.misc + kPumpSlot), 0);
-        if (posted >= id) break;
+    // Every lane must see the post (a lane that sees it late only pumps once more).
+    while (!warp_all(*reinterpret_cast<volatile int*>(s.misc + kPumpSlot) >= id)) {
         pump();
         ll_backoff();
     }
@@ -1553,9 +1552,10 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     if (kUnitPump && In::kLL && !IsNoPump<Pump>::value && pumping) {
         const int task = warp > kRingIssueWarp ? warp - 1 : warp;
         const int tasks = writes_row ? kGqa + 2 : kGqa;
-        int* done = reinterpret_cast<int*>(s.misc + kUnitTasksSlot);
+        // Tasks done: only ends the pumping (the block barrier below orders their results).
+        unsigned* done = reinterpret_cast<unsigned*>(s.misc + kUnitTasksSlot);
         if (warp == kRingIssueWarp) {
-            while (__shfl_sync(kFullMask, *reinterpret_cast<volatile int*>(done), 0) < tasks) {
+            while (!warp_all(*reinterpret_cast<volatile unsigned*>(done) >= static_cast<unsigned>(tasks))) {
                 pump();
                 ll_backoff();
             }
@@ -1564,11 +1564,10 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
                 qk_task<false>(P, layer, position, g, task, s.q + task * kHeadDim, nullptr, in);
             else
                 qk_task<true>(P, layer, position, g, task, nullptr, s.kv_row + (task - kGqa) * kHeadDim, in);
-            __syncwarp();
-            if (lane == 0) atomicAdd(done, 1);
+            if (lane == 0) atomicAdd(done, 1u);
         }
         __syncthreads();
-        if (tid == 0) *done = 0;  // read again only after later barriers
+        if (tid == 0) *done = 0u;  // read again only after later barriers
     } else {
         if (warp < kGqa) {
             qk_task<false>(P, layer, position, g, warp, s.q + warp * kHeadDim, nullptr, in);
@@ -2220,7 +2219,8 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     Ring ring{0, 0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
         if (kPumpWarp && T::splitk && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
-        if (kUnitPump && T::splitk_o && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kUnitTasksSlot) = 0;
+        if (kUnitPump && T::splitk_o && threadIdx.x == 0)
+            *reinterpret_cast<volatile unsigned*>(s.misc + kUnitTasksSlot) = 0u;
         ring = ring_start<T::dataflow, kSplit>(P, s);
         if (b < attention_units && !units_busy) ring.pace = kAttnBlockPace<kSplit>;
     } else {
