@@ -109,14 +109,18 @@ def test_target_shortfalls_are_per_gpu_model_and_position(monkeypatch: pytest.Mo
 
 
 def test_unsettled_shortfalls_are_not_strict_only_where_listed() -> None:
-    """The H200's peer speedup at p=1 (1.7% short of 8x in session 13) is a non-strict xfail; its
-    other positions, the H100's entry (its own key, not "*") and the roofline stay strict; every
-    unsettled entry names a documented shortfall."""
+    """Within the pool's spread of a target (session 14: the H200's peer speedup at p=1, 8.24x, and
+    its roofline at p <= 100, 49.0-49.7%) the xfail is not strict; the other positions, the H100's
+    entry (its own key, not "*") and other models stay strict; every unsettled entry names a
+    documented shortfall."""
     h200, h100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
     assert not family.shortfall_is_strict("sm90", h200, "hf_speedup", 1)
     assert family.shortfall_is_strict("sm90", h200, "hf_speedup", 200)
     assert family.shortfall_is_strict("sm90", h100, "hf_speedup", 1)
-    assert family.shortfall_is_strict("sm90", h200, "roofline", 1)
+    for position in (1, 10, 50, 100):
+        assert not family.shortfall_is_strict("sm90", h200, "roofline", position)
+    assert family.shortfall_is_strict("sm90", h200, "roofline", 200)
+    assert family.shortfall_is_strict("sm90", "NVIDIA GH200 480GB", "hf_speedup", 200)
     for arch, by_target in family.UNSETTLED_SHORTFALLS.items():
         for target, by_model in by_target.items():
             for key, positions in by_model.items():
