@@ -95,6 +95,16 @@ def test_emulated_splitk_o_merge_lanes_take_several_units() -> None:
                         defines=("MK_SPLITK_O_UNITS_DIVISOR=1", "MK_MERGE_LANES=4"))
 
 
+@pytest.mark.parametrize("defines", [("MK_PUMP_WARP=0", "MK_UNIT_PUMP=0"), ("MK_UNIT_PUMP=1",)],
+                         ids=["issuing-warp-polls", "units-always-pump"])
+def test_emulated_splitk_o_pumping_layouts(defines: tuple[str, ...]) -> None:
+    """The waits without a pump warp (the issuing warp polls and pumps in turn, as before session 14),
+    and the attention units' pumping layout at every unit count (the default takes it only once 25%
+    of the grid runs units: 24 blocks at position 100 run 4 units, 2 per kv head, below that share;
+    the default tests above cover both sides of it)."""
+    check_emulated_step(TINY, "dataflow_splitk_o", 24, 100, False, defines=defines)
+
+
 def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position: int, own_grid_barrier: bool,
                         defines: tuple[str, ...] = ()) -> None:
     weights = make_weights(config, 3)
