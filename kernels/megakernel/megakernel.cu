@@ -837,7 +837,9 @@ __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_i
 // Decoupled pumping (MK_PUMP_WARP): while a block waits for other blocks, one warp polls the probe
 // words and the issuing warp spins on its slots' mbarriers, issuing the next page (at the same
 // pace) as soon as one lands, until the probing warp posts the wait's id. Otherwise the issuing
-// warp polls and pumps in turn, so it sees a page land only once per poll's L2 round trip.
+// warp polls and pumps in turn, so it sees a page land only once per poll's L2 round trip. H200
+// (session 14, dataflow_splitk_o at p = 1 / 200 / 1000): 1.034x / 1.035x / 0.994x; with the units'
+// pumping (MK_UNIT_PUMP) 1.040x / 1.037x / 1.036x; dataflow_splitk 1.011x / 1.019x / 1.020x.
 #ifndef MK_PUMP_WARP
 #define MK_PUMP_WARP 1
 #endif
@@ -1502,11 +1504,13 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
 // with the weight stream live.
 constexpr int kAttnPreloadTiles = 2;
 
-// MK_UNIT_PUMP (LL inputs; a share of the grid in percent, 0: off): when at least that share of the
-// blocks run attention units, their ring keeps the others' pace and, while a unit waits for its
-// q/k/v, the issuing warp pumps the ring (the unit's tasks run on the other warps; they count
-// themselves done in s.misc[kUnitTasksSlot]). With fewer units, their blocks keep the pace
-// MK_ATTN_BLOCK_PACE and do not pump there.
+// MK_UNIT_PUMP (dataflow_splitk_o; a share of the grid in percent, 0: off): once at least that
+// share of the blocks run attention units, their ring keeps the others' pace and, while a unit
+// waits for its q/k/v, the issuing warp pumps the ring (the unit's tasks run on the other warps and
+// count themselves done in s.misc[kUnitTasksSlot]). With fewer units, their blocks keep the pace
+// MK_ATTN_BLOCK_PACE and the tasks stay on warps 0-3. H200 (session 14, against no unit pumping,
+// p = 1 / 200 / 400 / 600 / 1000): 25% 0.992x / 0.997x / 1.003x / 1.012x / 1.036x with the tasks moved
+// at every unit count; below the share the move alone cost 0.4% at p=1, hence the two layouts.
 #ifndef MK_UNIT_PUMP
 #define MK_UNIT_PUMP 25
 #endif
@@ -1516,8 +1520,6 @@ static_assert(kGqa + 3 <= kWarps, "MK_UNIT_PUMP: the unit's tasks and the issuin
 struct NoPump {
     __device__ __forceinline__ void operator()() const {}
 };
-template <class Pump> struct IsNoPump { static constexpr bool value = false; };
-template <> struct IsNoPump<NoPump> { static constexpr bool value = true; };
 
 template <class In = PlainIO, class Out = PlainIO, class Rec = PlainIO, class Pump = NoPump>
 __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams& P, int layer, int position, int g,
@@ -1547,9 +1549,9 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     }
 
     // 1. Queries (shared memory); the last unit's tasks kGqa, kGqa + 1 write the K and V rows of
-    //    `position` to the cache and to s.kv_row. Task t runs on warp t (MK_UNIT_PUMP with LL
-    //    inputs: on the warps other than the issuing warp, which pumps the ring meanwhile).
-    if (kUnitPump && In::kLL && !IsNoPump<Pump>::value && pumping) {
+    //    `position` to the cache and to s.kv_row. Task t runs on warp t (`pumping`, MK_UNIT_PUMP:
+    //    on the warps other than the issuing warp, which pumps the ring meanwhile).
+    if (kUnitPump && pumping) {
         const int task = warp > kRingIssueWarp ? warp - 1 : warp;
         const int tasks = writes_row ? kGqa + 2 : kGqa;
         // Tasks done: only ends the pumping (the block barrier below orders their results).
@@ -1632,8 +1634,9 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 
 // dataflow_splitk_o: the block's attention outputs [o0, o0 + no) (all of kv head g's group) into
 // out_s, merged from the head's `units` LL records (o, max, sum per q head) by every block for its
-// own outputs: no arrival counter, fence or last unit, and no exchange of the merged outputs. The
-// issuing warp first waits for one word of each unit's record (keeping the ring paced); a group of
+// own outputs: no arrival counter, fence or last unit, and no exchange of the merged outputs. One
+// warp first waits for one word of each unit's record (the last warp while the issuing warp pumps
+// the ring, MK_PUMP_WARP; else the issuing warp, pumping between polls); a group of
 // lanes merges each output, lane j taking units j, j + lanes, ..., and the lanes meet by
 // shuffles (max, then the rescaled sums). As few lanes as the units need, at most kMergeLanes:
 // every busy lane polls L2 until its words land, and on the H200 (session 12, ms at p = 1 / 200 /
@@ -2072,8 +2075,9 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
 // The split-K variants' RMSNorm after a split projection: the residual h = s.own (the residual
 // before that projection, every row) + the blocks' partials summed in accumulator `slot` (the down
 // sums: the input / final RMSNorm; in dataflow_splitk_o also the O sums: the post-attention one).
-// The issuing warp first polls one word per lane, spread over the vector, until each has every
-// block's contribution (keeping the ring paced meanwhile); then every thread loads its words once
+// One warp first polls one word per lane, spread over the vector, until each has every block's
+// contribution (warp 0 while the issuing warp pumps the ring, MK_PUMP_WARP; else the issuing warp
+// itself, pumping between polls); then every thread loads its words once
 // and re-polls only a word still short. h goes back to s.own, its RMSNorm into s.vec (vec_slot
 // order); the sum of squares is the block's own, over all rows, so no per-block sums are exchanged.
 template <class Pump>
