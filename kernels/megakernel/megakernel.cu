@@ -849,18 +849,26 @@ constexpr int kRecordProbeWarp = kWarps - 1; // polls the record probes (merge_u
 static_assert(kProbeWarp != kRingIssueWarp && kRecordProbeWarp != kRingIssueWarp,
               "the probing warps cannot be the ring's issuing warp");
 
-// The probing warp: wait `id` is over (ids increase within a launch; decode_step_stream zeroes the slot).
-__device__ __forceinline__ void post_wait_over(const Shared& s, int id) {
-    if ((threadIdx.x & 31) == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = id;
-}
-
-// The issuing warp: pump until the probing warp has posted `id`.
-template <class Pump>
-__device__ __forceinline__ void pump_until_posted(const Shared& s, int id, Pump pump) {
-    // Every lane must see the post (a lane that sees it late only pumps once more).
-    while (!warp_all(*reinterpret_cast<volatile int*>(s.misc + kPumpSlot) >= id)) {
-        pump();
-        ll_backoff();
+// A wait for other blocks: `poll(probe_pump)` polls the probe words in one warp, calling probe_pump
+// between polls. With MK_PUMP_WARP warp `probe_warp` polls and then posts `wait_id` (ids increase
+// within a launch; decode_step_stream zeroes the slot), while the issuing warp pumps until every
+// lane has seen the post (a lane that sees it late only pumps once more); otherwise the issuing
+// warp polls and pumps in turn.
+template <class Poll, class Pump>
+__device__ __forceinline__ void poll_while_pumping(const Shared& s, int probe_warp, int wait_id, Poll poll, Pump pump) {
+    volatile int* posted = reinterpret_cast<volatile int*>(s.misc + kPumpSlot);
+    if constexpr (kPumpWarp) {
+        if ((threadIdx.x >> 5) == probe_warp) {
+            poll([] {});
+            if ((threadIdx.x & 31) == 0) *posted = wait_id;
+        } else if (ring_issuer()) {
+            while (!warp_all(*posted >= wait_id)) {
+                pump();
+                ll_backoff();
+            }
+        }
+    } else if (ring_issuer()) {
+        poll(pump);
     }
 }
 
@@ -1659,16 +1667,7 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
                                [](int u) { return (u * kGqa + kGqa - 1) * kPartialStride + kHeadDim + 1; },
                                probe_pump);
     };
-    if constexpr (kPumpWarp) {
-        if ((threadIdx.x >> 5) == kRecordProbeWarp) {
-            gather([] {});
-            post_wait_over(s, wait_id);
-        } else if (ring_issuer()) {
-            pump_until_posted(s, wait_id, pump);
-        }
-    } else if (ring_issuer()) {
-        gather(pump);
-    }
+    poll_while_pumping(s, kRecordProbeWarp, wait_id, gather, pump);
     // No block barrier: the other warps load and poll their few words at once (H200, session 12:
     // 0.654 vs 0.663 ms at p=1 when they waited for the probes; 1024 accumulator words per block
     // polled that way instead made every step 6-10% slower, so rmsnorm_acc keeps its barrier).
@@ -2102,17 +2101,8 @@ __device__ __forceinline__ void rmsnorm_acc(const MegakernelParams& P, int slot,
             ll_backoff();
         }
     };
-    if constexpr (kPumpWarp) {
-        const int wait_id = 2 * slot + 2;  // increasing over a launch's waits (merge_unit_records: 4L + 1)
-        if ((threadIdx.x >> 5) == kProbeWarp) {
-            poll_probes([] {});
-            post_wait_over(s, wait_id);
-        } else if (ring_issuer()) {
-            pump_until_posted(s, wait_id, pump);
-        }
-    } else if (ring_issuer()) {
-        poll_probes(pump);
-    }
+    // Wait ids 2 slot + 2 increase over a launch's waits (merge_unit_records: 4L + 1).
+    poll_while_pumping(s, kProbeWarp, 2 * slot + 2, poll_probes, pump);
     __syncthreads();
     unsigned long long w[kPer][kAccCopies];
 #pragma unroll
