@@ -1166,7 +1166,7 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
 // `position`; with kToShared also into row_s, 128 bf16, for the stream variant's attention).
 template <bool kToShared = false, class IO = PlainIO>
 __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, int position, int g, int r, float* q_dst,
-                                        bf16_t* row_s = nullptr, IO io = IO{}, bool to_cache = true) {
+                                        bf16_t* row_s = nullptr, IO io = IO{}) {
     const int lane = threadIdx.x & 31;
     const float* raw = P.qkv + g * kGroupRows + r * kHeadDim;
     if (r == kGqa + 1) {
@@ -1176,7 +1176,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const bf16_t v = float_to_bf16(x[j]);
-            if (to_cache) dst[lane + 32 * j] = v;
+            dst[lane + 32 * j] = v;
             if (kToShared) row_s[lane + 32 * j] = v;
         }
         return;
@@ -1193,7 +1193,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const bf16_t k = float_to_bf16(out[j]);
-            if (to_cache) dst[lane + 32 * j] = k;
+            dst[lane + 32 * j] = k;
             if (kToShared) row_s[lane + 32 * j] = k;
         }
     }
@@ -1529,28 +1529,11 @@ struct NoPump {
     __device__ __forceinline__ void operator()() const {}
 };
 
-// MK_LOCAL_UNITS (dataflow_splitk_o): while each kv head has one unit (positions below
-// kAttnMinChunk), every block projecting a head's outputs runs the head's unit itself and keeps
-// the outputs it projects, instead of one block running it and the others merging its record:
-// one exchange (the record's store and poll) less per layer; the group's first block alone writes
-// the K and V rows to the cache. Same arithmetic as the record and its merge.
-#ifndef MK_LOCAL_UNITS
-#define MK_LOCAL_UNITS 1
-#endif
-constexpr bool kLocalUnits = MK_LOCAL_UNITS != 0;
-// A local unit's outputs: attention outputs [q0, q0 + nq) of its head into out_s; store_kv: this
-// block writes the K and V rows to the cache. nq = 0: the unit leaves a record (or attn_out).
-struct LocalOutput {
-    int q0 = 0, nq = 0;
-    float* out_s = nullptr;
-    bool store_kv = true;
-};
-
 template <class In = PlainIO, class Out = PlainIO, class Rec = PlainIO, class Pump = NoPump>
 __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams& P, int layer, int position, int g,
                                                          int u, AttentionSplit split, const Shared& s, In in = In{},
                                                          Out out = Out{}, Rec rec = Rec{}, Pump pump = Pump{},
-                                                         bool pumping = false, LocalOutput local = LocalOutput{}) {
+                                                         bool pumping = false) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int slot = tid >> 4, dc = tid & 15;
     const int start = u * split.chunk;
@@ -1590,8 +1573,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
             if (task < kGqa)
                 qk_task<false>(P, layer, position, g, task, s.q + task * kHeadDim, nullptr, in);
             else
-                qk_task<true>(P, layer, position, g, task, nullptr, s.kv_row + (task - kGqa) * kHeadDim, in,
-                              local.store_kv);
+                qk_task<true>(P, layer, position, g, task, nullptr, s.kv_row + (task - kGqa) * kHeadDim, in);
             if (lane == 0) atomicAdd(done, 1u);
         }
         __syncthreads();
@@ -1600,8 +1582,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         if (warp < kGqa) {
             qk_task<false>(P, layer, position, g, warp, s.q + warp * kHeadDim, nullptr, in);
         } else if (warp < kGqa + 2 && writes_row) {
-            qk_task<true>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim, in,
-                          local.store_kv);
+            qk_task<true>(P, layer, position, g, warp, nullptr, s.kv_row + (warp - kGqa) * kHeadDim, in);
         }
         __syncthreads();
     }
@@ -1653,19 +1634,8 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     }
     __syncthreads();
 
-    // 5. The unit's output (one unit per head), its record for the combine, or a local unit's
-    //    outputs (what merge_unit_records makes of its record: the sum over warps / l).
-    if (local.nq > 0) {
-        for (int i = tid; i < local.nq; i += kThreads) {
-            const int q = local.q0 + i, h = q / kHeadDim, d = q % kHeadDim;
-            float sum = 0.f;
-#pragma unroll
-            for (int w = 0; w < kWarps; ++w) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
-            local.out_s[i] = sum / s.misc[kStatsSlot + 2 * h + 1];
-        }
-    } else {
-        unit_output(P, g, u, split, s, out, tid, rec);
-    }
+    // 5. The unit's output (one unit per head) or its record for the combine.
+    unit_output(P, g, u, split, s, out, tid, rec);
     if (split.units > 1 && !Rec::kLL) combine_if_last_stream(P, g, split.units, s, out);
     __syncthreads();  // shared buffers are reused by the next unit
 }
@@ -2223,9 +2193,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                                                  T::dataflow ? kAttnMinChunk : kAttnTile);
     const int attention_units = kKVHeads * split.units;
     // MK_UNIT_PUMP, in dataflow_splitk_o (in dataflow_splitk it made ptxas spill on sm_90)
-    // MK_LOCAL_UNITS: every block with O rows runs its head's unit, so all pump as busy units do.
-    const bool local_units = kLocalUnits && T::splitk_o && split.units == 1;
-    const bool units_busy = kUnitPump && T::splitk_o && (local_units || attention_units * 100 >= MK_UNIT_PUMP * nb);
+    const bool units_busy = kUnitPump && T::splitk_o && attention_units * 100 >= MK_UNIT_PUMP * nb;
     // Read before this block produces anything; block 0 advances it at its very end, which it
     // reaches only after every block's residual rows (so after every block has read it).
     const unsigned launch = T::dataflow ? load_volatile_u32(P.counters + kLaunchSlot) : 0u;
@@ -2392,25 +2360,13 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             // O accumulator, and the post-attention RMSNorm adds the blocks' partials to the
             // residual. Neither a combine nor the whole attention output crosses between blocks.
             const LLIO rec{P.attn_partial, ll_buffers(P).partial, flag(layer, kLLAttnOut)};
+            attention_units_phase(rec);
+            MK_MARK(ev + 4);
+            MK_MARK(ev + 5);
             int o0, no;
             o_split_rows(b, nb, &o0, &no);
-            const int og = o0 / (kGqa * kHeadDim);
-            if (local_units) {
-                if (no > 0) {
-                    const LLIO in{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)};
-                    const LocalOutput local{o0 - og * kGqa * kHeadDim, no, s.vec, o0 == og * kGqa * kHeadDim};
-                    attention_unit_preloaded(P, layer, position, og, 0, split, s, in, PlainIO{}, rec, pump, units_busy,
-                                             local);
-                }
-                MK_MARK(ev + 4);
-                MK_MARK(ev + 5);
-            } else {
-                attention_units_phase(rec);
-                MK_MARK(ev + 4);
-                MK_MARK(ev + 5);
-                if (no > 0)  // wait id 4L + 1: between the rmsnorm_acc waits of this layer (2 slot + 2)
-                    merge_unit_records(P, rec, og, split.units, o0, no, s.vec, s, 4 * layer + 1, pump);
-            }
+            if (no > 0)  // wait id 4L + 1: between the rmsnorm_acc waits of this layer (2 slot + 2)
+                merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, s, 4 * layer + 1, pump);
             MK_MARK(ev + 6);
             ring_splitk<true, kSplit>(ring, 4 * layer + 1, s.vec, s);
             acc_publish(P, o_slot(layer), s);

@@ -105,15 +105,6 @@ def test_emulated_splitk_o_pumping_layouts(defines: tuple[str, ...]) -> None:
     check_emulated_step(TINY, "dataflow_splitk_o", 24, 100, False, defines=defines)
 
 
-@pytest.mark.parametrize("defines", [(), ("MK_UNIT_PUMP=0",), ("MK_LOCAL_UNITS=0",)],
-                         ids=["local-units", "local-units-without-pumping", "one-record-per-head"])
-def test_emulated_splitk_o_one_unit_per_head(defines: tuple[str, ...]) -> None:
-    """One unit per kv head (position 40) on 12 blocks, groups of 6: every block of a group runs its
-    head's unit (MK_LOCAL_UNITS), only the first writing the K/V rows; the same without the units'
-    pumping layout; and one unit per head leaving its record for the group to merge."""
-    check_emulated_step(TINY, "dataflow_splitk_o", 12, 40, False, defines=defines)
-
-
 def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position: int, own_grid_barrier: bool,
                         defines: tuple[str, ...] = ()) -> None:
     weights = make_weights(config, 3)
