@@ -508,8 +508,33 @@ __device__ __forceinline__ void o_split_rows(int b, int nb, int* row0, int* nrow
 // kSplit >= kSplitDown (dataflow_splitk): the down slice is the rows of W_down^T of the block's own
 // SwiGLU outputs; kSplit == kSplitDownO (dataflow_splitk_o): the O slice is the rows of W_o^T of the
 // attention outputs the block computes (o_split_rows).
+// dataflow_splitk_o: blocks [0, light) run the attention units of a layer while the others pump
+// their rings (fewer units than MK_UNIT_PUMP's share of the grid), and take MK_UNIT_QKV_WEIGHT /
+// MK_UNIT_MLP_WEIGHT percent of another block's QKV / gate/up and down rows.
+#ifndef MK_UNIT_QKV_WEIGHT
+#define MK_UNIT_QKV_WEIGHT 100
+#endif
+#ifndef MK_UNIT_MLP_WEIGHT
+#define MK_UNIT_MLP_WEIGHT 100
+#endif
+static_assert(MK_UNIT_QKV_WEIGHT > 0 && MK_UNIT_QKV_WEIGHT <= 100 && MK_UNIT_MLP_WEIGHT > 0 && MK_UNIT_MLP_WEIGHT <= 100,
+              "MK_UNIT_QKV_WEIGHT / MK_UNIT_MLP_WEIGHT: percent of a block's rows, 1-100");
+
+// split_range with blocks [0, light) weighted `weight` percent and the others 100.
+__device__ __forceinline__ void weighted_split(int total, int part, int parts, int light, int weight, int* begin,
+                                               int* count) {
+    auto cumulative = [&](int p) {
+        return static_cast<long long>(weight) * min(p, light) + 100ll * max(p - light, 0);
+    };
+    const long long whole = cumulative(parts);
+    const long long lo = static_cast<long long>(total) * cumulative(part) / whole;
+    const long long hi = static_cast<long long>(total) * cumulative(part + 1) / whole;
+    *begin = static_cast<int>(lo);
+    *count = static_cast<int>(hi - lo);
+}
+
 template <int kSplit = 0>
-__device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, int seg) {
+__device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, int seg, int light = 0) {
     const int nb = gridDim.x, b = blockIdx.x;
     StreamSlice x;
     if (seg >= 4 * kLayers) {
@@ -521,7 +546,7 @@ __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, i
     const size_t layer = static_cast<size_t>(seg / 4);
     switch (seg % 4) {
         case 0:
-            split_range(kQkvRows, b, nb, &x.row0, &x.nrows);
+            weighted_split(kQkvRows, b, nb, light, MK_UNIT_QKV_WEIGHT, &x.row0, &x.nrows);
             x.base = P.w_qkv + (layer * kQkvRows + x.row0) * kHidden;
             x.nchunks = x.nrows * (kHidden / 8);
             break;
@@ -537,15 +562,15 @@ __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, i
             }
             break;
         case 2:
-            split_range(kInter, b, nb, &x.row0, &x.nrows);
+            weighted_split(kInter, b, nb, light, MK_UNIT_MLP_WEIGHT, &x.row0, &x.nrows);
             x.row0 *= 2;
             x.nrows *= 2;
             x.base = P.w_gate_up + (layer * 2 * kInter + x.row0) * kHidden;
             x.nchunks = x.nrows * (kHidden / 8);
             break;
         default:
-            if constexpr (kSplit >= kSplitDown) {
-                split_range(kInter, b, nb, &x.row0, &x.nrows);
+            if constexpr (kSplit >= kSplitDown) {  // the block's own SwiGLU outputs: gate/up's split
+                weighted_split(kInter, b, nb, light, MK_UNIT_MLP_WEIGHT, &x.row0, &x.nrows);
                 x.base = P.w_down_t + (layer * kInter + x.row0) * kHidden;
                 x.nchunks = x.nrows * (kHidden / 8);
             } else {
@@ -875,9 +900,9 @@ __device__ __forceinline__ void poll_while_pumping(const Shared& s, int probe_wa
 // The block's segment table and the slots' barriers, then the first pages in flight: kRingSlots,
 // or in a paced ring kRingPacedInFlight.
 template <bool kPaced = false, int kSplit = 0>
-__device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s) {
+__device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s, int light = 0) {
     for (int i = threadIdx.x; i < kStreamSegments; i += kThreads) {
-        const StreamSlice x = stream_slice<kSplit>(P, i);
+        const StreamSlice x = stream_slice<kSplit>(P, i, light);
         s.seg_base[i] = reinterpret_cast<unsigned long long>(x.base);
         s.ring_rows[i] = make_int2(x.row0, x.nrows);
     }
@@ -2215,7 +2240,9 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         if (kPumpWarp && T::splitk && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
         if (kUnitPump && T::splitk_o && threadIdx.x == 0)
             *reinterpret_cast<volatile unsigned*>(s.misc + kUnitTasksSlot) = 0u;
-        ring = ring_start<T::dataflow, kSplit>(P, s);
+        // Lighter rows for the unit blocks only while they are under a quarter of the grid: the
+        // others' slices then grow by at most a third, which s.scores (the SwiGLU outputs) holds.
+        ring = ring_start<T::dataflow, kSplit>(P, s, T::splitk_o && 4 * attention_units < nb ? attention_units : 0);
         if (b < attention_units && !units_busy) ring.pace = kAttnBlockPace<kSplit>;
     } else {
         stream_start(P, s, w);
