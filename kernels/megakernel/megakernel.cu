@@ -508,29 +508,33 @@ __device__ __forceinline__ void o_split_rows(int b, int nb, int* row0, int* nrow
 // kSplit >= kSplitDown (dataflow_splitk): the down slice is the rows of W_down^T of the block's own
 // SwiGLU outputs; kSplit == kSplitDownO (dataflow_splitk_o): the O slice is the rows of W_o^T of the
 // attention outputs the block computes (o_split_rows).
-// dataflow_splitk_o: blocks [0, light) run the attention units of a layer while the others pump
-// their rings (fewer units than MK_UNIT_PUMP's share of the grid), and take MK_UNIT_QKV_WEIGHT /
-// MK_UNIT_MLP_WEIGHT percent of another block's QKV / gate/up and down rows.
-#ifndef MK_UNIT_QKV_WEIGHT
-#define MK_UNIT_QKV_WEIGHT 100
+// dataflow_splitk_o, while its attention units run on under a quarter of the grid (blocks [0, light),
+// `light` the units): those blocks take fewer QKV and gate/up (so down) rows where that saves each
+// of them a whole ring page and costs no other block one. The others take their uniform share
+// rounded up to whole pages and the unit blocks share the rest. A straggler there holds up every
+// consumer of the exchange after the GEMV. H200 (session 16, A/B at p = 1 / 100 / 200): 1.011x /
+// 0.995x / 0.997x with the rest shared at every unit count; at p >= 64 (2 units per kv head and
+// more) it saves the unit blocks no page, and this rule leaves the uniform split there.
+#ifndef MK_UNIT_LIGHT
+#define MK_UNIT_LIGHT 1
 #endif
-#ifndef MK_UNIT_MLP_WEIGHT
-#define MK_UNIT_MLP_WEIGHT 100
-#endif
-static_assert(MK_UNIT_QKV_WEIGHT > 0 && MK_UNIT_QKV_WEIGHT <= 100 && MK_UNIT_MLP_WEIGHT > 0 && MK_UNIT_MLP_WEIGHT <= 100,
-              "MK_UNIT_QKV_WEIGHT / MK_UNIT_MLP_WEIGHT: percent of a block's rows, 1-100");
 
-// split_range with blocks [0, light) weighted `weight` percent and the others 100.
-__device__ __forceinline__ void weighted_split(int total, int part, int parts, int light, int weight, int* begin,
-                                               int* count) {
-    auto cumulative = [&](int p) {
-        return static_cast<long long>(weight) * min(p, light) + 100ll * max(p - light, 0);
-    };
-    const long long whole = cumulative(parts);
-    const long long lo = static_cast<long long>(total) * cumulative(part) / whole;
-    const long long hi = static_cast<long long>(total) * cumulative(part + 1) / whole;
-    *begin = static_cast<int>(lo);
-    *count = static_cast<int>(hi - lo);
+// split_range of `total` units (rows, or gate/up pairs; `page_units` to a ring page) with blocks
+// [0, light) lighter, as above.
+__device__ __forceinline__ void light_split(int total, int part, int parts, int light, int page_units, int* begin,
+                                            int* count) {
+    const int heavy = parts - light;
+    const int cap = ceil_div(ceil_div(total, parts), page_units) * page_units;
+    const int rest = light > 0 && heavy > 0 ? max(total - cap * heavy, 0) : total;
+    if (!MK_UNIT_LIGHT || light <= 0 || heavy <= 0 ||
+        ceil_div(ceil_div(rest, light), page_units) >= cap / page_units) {
+        split_range(total, part, parts, begin, count);
+    } else if (part < light) {
+        split_range(rest, part, light, begin, count);
+    } else {
+        split_range(total - rest, part - light, heavy, begin, count);
+        *begin += rest;
+    }
 }
 
 template <int kSplit = 0>
@@ -546,7 +550,7 @@ __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, i
     const size_t layer = static_cast<size_t>(seg / 4);
     switch (seg % 4) {
         case 0:
-            weighted_split(kQkvRows, b, nb, light, MK_UNIT_QKV_WEIGHT, &x.row0, &x.nrows);
+            light_split(kQkvRows, b, nb, light, kPageBytes / (2 * kHidden), &x.row0, &x.nrows);
             x.base = P.w_qkv + (layer * kQkvRows + x.row0) * kHidden;
             x.nchunks = x.nrows * (kHidden / 8);
             break;
@@ -562,7 +566,7 @@ __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, i
             }
             break;
         case 2:
-            weighted_split(kInter, b, nb, light, MK_UNIT_MLP_WEIGHT, &x.row0, &x.nrows);
+            light_split(kInter, b, nb, light, kPageBytes / (4 * kHidden), &x.row0, &x.nrows);
             x.row0 *= 2;
             x.nrows *= 2;
             x.base = P.w_gate_up + (layer * 2 * kInter + x.row0) * kHidden;
@@ -570,7 +574,7 @@ __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, i
             break;
         default:
             if constexpr (kSplit >= kSplitDown) {  // the block's own SwiGLU outputs: gate/up's split
-                weighted_split(kInter, b, nb, light, MK_UNIT_MLP_WEIGHT, &x.row0, &x.nrows);
+                light_split(kInter, b, nb, light, kPageBytes / (4 * kHidden), &x.row0, &x.nrows);
                 x.base = P.w_down_t + (layer * kInter + x.row0) * kHidden;
                 x.nchunks = x.nrows * (kHidden / 8);
             } else {
@@ -2240,8 +2244,8 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         if (kPumpWarp && T::splitk && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
         if (kUnitPump && T::splitk_o && threadIdx.x == 0)
             *reinterpret_cast<volatile unsigned*>(s.misc + kUnitTasksSlot) = 0u;
-        // Lighter rows for the unit blocks only while they are under a quarter of the grid: the
-        // others' slices then grow by at most a third, which s.scores (the SwiGLU outputs) holds.
+        // Lighter rows for the unit blocks (light_split) only while they are under a quarter of the
+        // grid; the others' slices grow at most to a page over their uniform share.
         ring = ring_start<T::dataflow, kSplit>(P, s, T::splitk_o && 4 * attention_units < nb ? attention_units : 0);
         if (b < attention_units && !units_busy) ring.pace = kAttnBlockPace<kSplit>;
     } else {
