@@ -1572,6 +1572,8 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     const bf16_t* keys = P.k_cache + head + static_cast<size_t>(start) * kHeadDim;
     const bf16_t* values = P.v_cache + head + static_cast<size_t>(start) * kHeadDim;
 
+    // Trace events 23-26 of the layer (the block's last unit): start, q/k/v in, P.V done, record out.
+    MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 23);
     // 0. Keys and values in flight.
     uint4 kr[kAttnPreloadTiles], vr[kAttnPreloadTiles];
 #pragma unroll
@@ -1615,6 +1617,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         }
         __syncthreads();
     }
+    MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 24);
     if (writes_row) {
 #pragma unroll
         for (int a = 0; a < kAttnPreloadTiles; ++a) {
@@ -1664,7 +1667,9 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     __syncthreads();
 
     // 5. The unit's output (one unit per head) or its record for the combine.
+    MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 25);
     unit_output(P, g, u, split, s, out, tid, rec);
+    MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 26);
     if (split.units > 1 && !Rec::kLL) combine_if_last_stream(P, g, split.units, s, out);
     __syncthreads();  // shared buffers are reused by the next unit
 }
@@ -1697,6 +1702,10 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
                                probe_pump);
     };
     poll_while_pumping(s, kRecordProbeWarp, wait_id, gather, pump);
+#ifdef MK_TRACE
+    if (threadIdx.x == kRecordProbeWarp * 32)  // trace event 27: the records' probes seen
+        mk_trace[blockIdx.x * MK_TRACE_STRIDE + (wait_id - 1) / 4 * MK_TRACE_EVENTS_PER_LAYER + 27] = clock64();
+#endif
     // No block barrier: the other warps load and poll their few words at once (H200, session 12:
     // 0.654 vs 0.663 ms at p=1 when they waited for the probes; 1024 accumulator words per block
     // polled that way instead made every step 6-10% slower, so rmsnorm_acc keeps its barrier).

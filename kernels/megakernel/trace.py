@@ -42,6 +42,12 @@ def subphases(segment: str) -> tuple[tuple[str, int, int], ...]:
     start = SUBPHASE_SEGMENTS[segment][1]
     return ((f"  {segment} group 1: page waits", start, 19), (f"  {segment} group 1: dot products", 19, 20),
             (f"  {segment} group 1: block barrier", 20, 21), (f"  {segment} group 1: epilogue", 21, 22))
+# dataflow_splitk_o: inside the attention units (events 23-26, each unit block's last unit of the
+# layer) and the records' wait (event 27: the probe warp saw every unit's record), over the blocks
+# whose events fall inside the layer's attention (3-4) or records (5-6) phase.
+UNIT_PHASES = (("  unit: from its QKV to its start", 3, 23, (3, 4)), ("  unit: q/k/v in, QK-norm, RoPE", 23, 24, (3, 4)),
+               ("  unit: scores, softmax, P.V", 24, 25, (3, 4)), ("  unit: record out", 25, 26, (3, 4)),
+               ("  records: probes seen", 5, 27, (5, 6)), ("  records: merge", 27, 6, (5, 6)))
 WAITS = (("  ring wait qkv", 15), ("  ring wait o", 16), ("  ring wait gate/up", 17), ("  ring wait down", 18))
 
 
@@ -55,6 +61,17 @@ def phase_table(cycles: np.ndarray, layers: int, mhz: float, segment: str = "gat
         rows.append({"phase": name, "median_us": float(np.median(d, axis=1).mean() / mhz),
                      "max_us": float(d.max(axis=1).mean() / mhz), "min_us": float(d.min(axis=1).mean() / mhz),
                      "slowest_block": int(slowest.argmax()), "slowest_share": float(slowest.max() / len(d))})
+    for name, a, b, (lo, hi) in UNIT_PHASES:
+        medians, maxima, minima = [], [], []
+        for layer in range(1, layers):
+            c = cycles[:, layer * per_layer:(layer + 1) * per_layer]
+            inside = (c[:, a] >= c[:, lo]) & (c[:, b] <= c[:, hi]) & (c[:, b] >= c[:, a]) & (c[:, a] > 0)
+            if inside.any():
+                d = (c[inside, b] - c[inside, a]).astype(np.float64)
+                medians.append(np.median(d)), maxima.append(d.max()), minima.append(d.min())
+        if medians:
+            rows.append({"phase": name, "median_us": float(np.mean(medians) / mhz),
+                         "max_us": float(np.mean(maxima) / mhz), "min_us": float(np.mean(minima) / mhz)})
     for name, e in WAITS:
         d = np.stack([cycles[:, layer * per_layer + e] for layer in range(1, layers)])
         rows.append({"phase": name, "median_us": float(np.median(d, axis=1).mean() / mhz),

@@ -38,3 +38,29 @@ def test_trace_refuses_sub_phases_the_variant_does_not_record() -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--variants", "dataflow_splitk_o", "--subphases", "o"])
     assert exit_info.value.code == 2
+
+
+def test_trace_unit_rows_count_only_blocks_that_ran_a_unit_in_the_layer() -> None:
+    """Events 23-27 are written only by blocks that ran a unit (or merged records) in that layer;
+    the rows skip the others' zeros and stale stamps instead of averaging them in."""
+    import numpy as np
+
+    from kernels.megakernel.layout import TRACE_EVENTS_PER_LAYER as E
+    from kernels.megakernel.trace import phase_table
+
+    layers, blocks = 3, 3
+    cycles = np.zeros((blocks, layers * E + 4), dtype=np.int64)
+    for layer in range(layers):
+        base = layer * 10_000
+        for b in range(blocks):
+            cycles[b, layer * E:layer * E + 15] = base + np.arange(15) * 500  # phases 0-14, 500 cycles each
+        c = cycles[0, layer * E:]
+        c[23], c[24], c[25], c[26] = c[3] + 10, c[3] + 210, c[3] + 310, c[3] + 330  # block 0 ran a unit
+        cycles[1, layer * E + 23:layer * E + 27] = 7  # stale stamps from another launch
+        cycles[2, layer * E + 27] = cycles[2, layer * E + 5] + 400  # block 2 merged records
+    rows = {r["phase"]: r for r in phase_table(cycles, layers, 1.0)}
+    assert rows["  unit: q/k/v in, QK-norm, RoPE"]["median_us"] == 200
+    assert rows["  unit: scores, softmax, P.V"]["max_us"] == 100
+    assert rows["  unit: record out"]["min_us"] == 20
+    assert rows["  records: probes seen"]["median_us"] == 400
+    assert rows["  records: merge"]["median_us"] == 100
