@@ -1399,14 +1399,17 @@ __device__ __forceinline__ void unit_softmax(int n, const Shared& s, int lane, i
 // The unit's output from the warps' partial sums in s.partial: attn_out when the head has one
 // unit, else the unit's (o, max, sum) record for the combine. LL records (dataflow_splitk_o): always
 // the record, which the blocks projecting the head's outputs merge themselves (merge_unit_records).
+// `key_warps`: the warps that wrote partial sums (the first ones; the others held no key).
 template <class Out, class Rec = PlainIO>
 __device__ __forceinline__ void unit_output(const MegakernelParams& P, int g, int u, AttentionSplit split,
-                                            const Shared& s, Out out, int tid, Rec rec_io = Rec{}) {
+                                            const Shared& s, Out out, int tid, Rec rec_io = Rec{},
+                                            int key_warps = kWarps) {
     for (int o = tid; o < kGqa * kHeadDim; o += kThreads) {
         const int h = o / kHeadDim, d = o % kHeadDim;
         float sum = 0.f;
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
+        for (int w = 0; w < kWarps; ++w)
+            if (w < key_warps) sum += s.partial[(w * kGqa + h) * kHeadDim + d];
         const float m = s.misc[kStatsSlot + 2 * h], l = s.misc[kStatsSlot + 2 * h + 1];
         if (split.units == 1 && !Rec::kLL) {
             out.store(P.attn_out + (g * kGqa + h) * kHeadDim + d, sum / l);
@@ -1540,6 +1543,17 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
 // arithmetic as attention_unit; q is read from shared memory per tile, as registers are scarce
 // with the weight stream live.
 constexpr int kAttnPreloadTiles = 2;
+constexpr int kSlotsPerWarp = 32 / (kThreads / kAttnTile);  // key slots of a tile per warp (2)
+// MK_UNIT_KEY_WARPS (1; the dataflow variants): only the warps holding some of the unit's keys
+// compute scores and P.V (fused_stream would spill registers).
+// A unit of n keys fills ceil(n / 2) warps of the first tile: at p=1 (2 keys) one warp of 16. With
+// every warp working (0), the 15 idle warps' shuffles, shared-memory loads and partial sums kept
+// the unit's scores, softmax and P.V at 1.6-1.7 us whatever its keys (H200, session 17 run 2: the
+// same 1.63 us when that code ran a second time in a row, its K/V already in registers).
+#ifndef MK_UNIT_KEY_WARPS
+#define MK_UNIT_KEY_WARPS 1
+#endif
+constexpr bool kUnitKeyWarps = MK_UNIT_KEY_WARPS != 0;
 
 // MK_UNIT_PUMP (dataflow_splitk_o; a share of the grid in percent, 0: off): once at least that
 // share of the blocks run attention units, their ring keeps the others' pace and, while a unit
@@ -1558,7 +1572,7 @@ struct NoPump {
     __device__ __forceinline__ void operator()() const {}
 };
 
-template <class In = PlainIO, class Out = PlainIO, class Rec = PlainIO, class Pump = NoPump>
+template <bool kKeyWarps = false, class In = PlainIO, class Out = PlainIO, class Rec = PlainIO, class Pump = NoPump>
 __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams& P, int layer, int position, int g,
                                                          int u, AttentionSplit split, const Shared& s, In in = In{},
                                                          Out out = Out{}, Rec rec = Rec{}, Pump pump = Pump{},
@@ -1572,7 +1586,8 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     const bf16_t* keys = P.k_cache + head + static_cast<size_t>(start) * kHeadDim;
     const bf16_t* values = P.v_cache + head + static_cast<size_t>(start) * kHeadDim;
 
-    // Trace events 23-26 of the layer (the block's last unit): start, q/k/v in, P.V done, record out.
+    // Trace events 23-26, 28, 29 of the layer (the block's last unit): start, q/k/v in, P.V done, record
+    // out, scores done, softmax done.
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 23);
     // 0. Keys and values in flight.
     uint4 kr[kAttnPreloadTiles], vr[kAttnPreloadTiles];
@@ -1628,10 +1643,13 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         }
     }
 
-    // 2. Scores q.k / sqrt(128).
+    // 2. Scores q.k / sqrt(128). A warp whose key slots of a tile all lie past the unit's keys skips
+    //    the tile (MK_UNIT_KEY_WARPS), and warps past the first `key_warps` skip steps 2 and 4.
+    const int key_warps = kKeyWarps ? min(kWarps, ceil_div(n, kSlotsPerWarp)) : kWarps;
 #pragma unroll
     for (int a = 0; a < kAttnPreloadTiles; ++a) {
         const int j = a * kAttnTile + slot;
+        if (kKeyWarps && a * kAttnTile + warp * kSlotsPerWarp >= n) continue;  // warp-uniform
 #pragma unroll
         for (int h = 0; h < kGqa; ++h) {
             const float4 lo = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc];
@@ -1641,13 +1659,16 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         }
     }
     __syncthreads();
+    MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 28);
 
     // 3. Softmax statistics per q head; scores become e^(s - max).
     unit_softmax(n, s, lane, warp);
+    MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 29);
 
     // 4. Sum of e^(s - max) * v over the unit's keys, one q head at a time (fewer live registers).
 #pragma unroll
     for (int h = 0; h < kGqa; ++h) {
+        if (warp >= key_warps) break;  // warp-uniform
         float acc[8];
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[i] = 0.f;
@@ -1668,7 +1689,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 
     // 5. The unit's output (one unit per head) or its record for the combine.
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 25);
-    unit_output(P, g, u, split, s, out, tid, rec);
+    unit_output(P, g, u, split, s, out, tid, rec, key_warps);
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 26);
     if (split.units > 1 && !Rec::kLL) combine_if_last_stream(P, g, split.units, s, out);
     __syncthreads();  // shared buffers are reused by the next unit
@@ -2378,10 +2399,11 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                     const LLIO out{P.attn_out, ll_buffers(P).attn_out, flag(layer, kLLAttnOut)};
                     if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles) {
                         if constexpr (T::splitk_o)
-                            attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out, rec, pump,
-                                                     units_busy);
+                            attention_unit_preloaded<kUnitKeyWarps>(P, layer, position, g, unit, split, s, in, out,
+                                                                    rec, pump, units_busy);
                         else
-                            attention_unit_preloaded(P, layer, position, g, unit, split, s, in, out, rec);
+                            attention_unit_preloaded<kUnitKeyWarps>(P, layer, position, g, unit, split, s, in, out,
+                                                                    rec);
                     } else {
                         attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out, rec);
                     }

@@ -16,7 +16,7 @@ typedef unsigned short bf16_t;
 
 // Phase timing (diagnostics; kernels/megakernel/trace.py builds with -DMK_TRACE): thread 0 of each
 // block stores clock64() at numbered points of the ring variant's step into mk_trace[block][event].
-#define MK_TRACE_EVENTS_PER_LAYER 28
+#define MK_TRACE_EVENTS_PER_LAYER 30
 // The GEMV whose first page group events 19-22 of a layer time (page waits, dot products, block
 // barrier, epilogue): 0 QKV, 1 O, 2 gate/up.
 #ifndef MK_TRACE_SUBPHASE_SEGMENT

@@ -42,11 +42,12 @@ def subphases(segment: str) -> tuple[tuple[str, int, int], ...]:
     start = SUBPHASE_SEGMENTS[segment][1]
     return ((f"  {segment} group 1: page waits", start, 19), (f"  {segment} group 1: dot products", 19, 20),
             (f"  {segment} group 1: block barrier", 20, 21), (f"  {segment} group 1: epilogue", 21, 22))
-# dataflow_splitk_o: inside the attention units (events 23-26, each unit block's last unit of the
+# dataflow_splitk_o: inside the attention units (events 23-26, 28, 29, each unit block's last unit of the
 # layer) and the records' wait (event 27: the probe warp saw every unit's record), over the blocks
 # whose events fall inside the layer's attention (3-4) or records (5-6) phase.
 UNIT_PHASES = (("  unit: from its QKV to its start", 3, 23, (3, 4)), ("  unit: q/k/v in, QK-norm, RoPE", 23, 24, (3, 4)),
-               ("  unit: scores, softmax, P.V", 24, 25, (3, 4)), ("  unit: record out", 25, 26, (3, 4)),
+               ("  unit: scores", 24, 28, (3, 4)), ("  unit: softmax", 28, 29, (3, 4)), ("  unit: P.V", 29, 25, (3, 4)),
+               ("  unit: record out", 25, 26, (3, 4)),
                ("  records: probes seen", 5, 27, (5, 6)), ("  records: merge", 27, 6, (5, 6)))
 WAITS = (("  ring wait qkv", 15), ("  ring wait o", 16), ("  ring wait gate/up", 17), ("  ring wait down", 18))
 

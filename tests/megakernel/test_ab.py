@@ -41,7 +41,7 @@ def test_trace_refuses_sub_phases_the_variant_does_not_record() -> None:
 
 
 def test_trace_unit_rows_count_only_blocks_that_ran_a_unit_in_the_layer() -> None:
-    """Events 23-27 are written only by blocks that ran a unit (or merged records) in that layer;
+    """Events 23-29 are written only by blocks that ran a unit (or merged records) in that layer;
     the rows skip the others' zeros and stale stamps instead of averaging them in."""
     import numpy as np
 
@@ -56,11 +56,14 @@ def test_trace_unit_rows_count_only_blocks_that_ran_a_unit_in_the_layer() -> Non
             cycles[b, layer * E:layer * E + 15] = base + np.arange(15) * 500  # phases 0-14, 500 cycles each
         c = cycles[0, layer * E:]
         c[23], c[24], c[25], c[26] = c[3] + 10, c[3] + 210, c[3] + 310, c[3] + 330  # block 0 ran a unit
-        cycles[1, layer * E + 23:layer * E + 27] = 7  # stale stamps from another launch
+        c[28], c[29] = c[3] + 240, c[3] + 290  # its scores and softmax done
+        cycles[1, layer * E + 23:layer * E + 30] = 7  # stale stamps from another launch
         cycles[2, layer * E + 27] = cycles[2, layer * E + 5] + 400  # block 2 merged records
     rows = {r["phase"]: r for r in phase_table(cycles, layers, 1.0)}
     assert rows["  unit: q/k/v in, QK-norm, RoPE"]["median_us"] == 200
-    assert rows["  unit: scores, softmax, P.V"]["max_us"] == 100
+    assert rows["  unit: scores"]["max_us"] == 30
+    assert rows["  unit: softmax"]["median_us"] == 50
+    assert rows["  unit: P.V"]["min_us"] == 20
     assert rows["  unit: record out"]["min_us"] == 20
     assert rows["  records: probes seen"]["median_us"] == 400
     assert rows["  records: merge"]["median_us"] == 100
