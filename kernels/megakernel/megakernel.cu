@@ -1396,6 +1396,25 @@ __device__ __forceinline__ void unit_softmax(int n, const Shared& s, int lane, i
     __syncthreads();
 }
 
+// unit_softmax for at most 64 keys (attention_unit_preloaded): each lane holds keys lane and lane + 32.
+__device__ __forceinline__ void unit_softmax_two_per_lane(int n, const Shared& s, int lane, int warp) {
+    if (warp < kGqa) {
+        float* sc = s.scores + warp * kAttnMaxChunk;
+        const bool has0 = lane < n, has1 = lane + 32 < n;
+        const float x0 = has0 ? sc[lane] : -3.402823466e38f, x1 = has1 ? sc[lane + 32] : -3.402823466e38f;
+        const float m = warp_max(fmaxf(x0, x1));
+        const float e0 = has0 ? expf(x0 - m) : 0.f, e1 = has1 ? expf(x1 - m) : 0.f;
+        if (has0) sc[lane] = e0;
+        if (has1) sc[lane + 32] = e1;
+        const float l = warp_sum(e0 + e1);
+        if (lane == 0) {
+            s.misc[kStatsSlot + 2 * warp] = m;
+            s.misc[kStatsSlot + 2 * warp + 1] = l;
+        }
+    }
+    __syncthreads();
+}
+
 // The unit's output from the warps' partial sums in s.partial: attn_out when the head has one
 // unit, else the unit's (o, max, sum) record for the combine. LL records (dataflow_splitk_o): always
 // the record, which the blocks projecting the head's outputs merge themselves (merge_unit_records).
@@ -1554,6 +1573,25 @@ constexpr int kSlotsPerWarp = 32 / (kThreads / kAttnTile);  // key slots of a ti
 #define MK_UNIT_KEY_WARPS 1
 #endif
 constexpr bool kUnitKeyWarps = MK_UNIT_KEY_WARPS != 0;
+// With MK_UNIT_KEY_WARPS, two smaller changes to the unit's latency chain (session 17 run 5):
+// MK_UNIT_SCORE_RS: a lane's four partial dot products (2 tiles x 2 q heads) summed over its 16
+// lanes by one reduce-scatter, 5 shuffles instead of 4 x 4 (the same additions in the same order);
+// MK_UNIT_SMALL_SOFTMAX: the softmax of at most 64 keys as two values per lane, without the general
+// loop's unrolled remainder handling (same results).
+#ifndef MK_UNIT_SCORE_RS
+#define MK_UNIT_SCORE_RS 1
+#endif
+#ifndef MK_UNIT_SMALL_SOFTMAX
+#define MK_UNIT_SMALL_SOFTMAX 1
+#endif
+// MK_UNIT_PV_RS: P.V of both q heads at once, the two half-warps' sums exchanged in 8 shuffles instead
+// of 16 (each half keeps one head; the same additions).
+#ifndef MK_UNIT_PV_RS
+#define MK_UNIT_PV_RS 1
+#endif
+constexpr bool kUnitScoreReduceScatter = MK_UNIT_SCORE_RS != 0 && kAttnPreloadTiles * kGqa == 4;
+constexpr bool kUnitSmallSoftmax = MK_UNIT_SMALL_SOFTMAX != 0 && kAttnPreloadTiles * kAttnTile <= 64;
+constexpr bool kUnitPvReduceScatter = MK_UNIT_PV_RS != 0 && kGqa == 2;
 
 // MK_UNIT_PUMP (dataflow_splitk_o; a share of the grid in percent, 0: off): once at least that
 // share of the blocks run attention units, their ring keeps the others' pace and, while a unit
@@ -1646,43 +1684,87 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     // 2. Scores q.k / sqrt(128). A warp whose key slots of a tile all lie past the unit's keys skips
     //    the tile (MK_UNIT_KEY_WARPS), and warps past the first `key_warps` skip steps 2 and 4.
     const int key_warps = kKeyWarps ? min(kWarps, ceil_div(n, kSlotsPerWarp)) : kWarps;
+    if constexpr (kKeyWarps && kUnitScoreReduceScatter) {
+        if (warp < key_warps) {  // warp-uniform
+            float d[kAttnPreloadTiles * kGqa];  // index a * kGqa + h
 #pragma unroll
-    for (int a = 0; a < kAttnPreloadTiles; ++a) {
-        const int j = a * kAttnTile + slot;
-        if (kKeyWarps && a * kAttnTile + warp * kSlotsPerWarp >= n) continue;  // warp-uniform
+            for (int h = 0; h < kGqa; ++h) {
+                const float4 lo = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc];
+                const float4 hi = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc + 1];
 #pragma unroll
-        for (int h = 0; h < kGqa; ++h) {
-            const float4 lo = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc];
-            const float4 hi = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc + 1];
-            const float d = half_warp_sum(dot8_bf16_f32(kr[a], lo, hi));
-            if (dc == 0 && j < n) s.scores[h * kAttnMaxChunk + j] = d * kAttnScale;
+                for (int a = 0; a < kAttnPreloadTiles; ++a) d[a * kGqa + h] = dot8_bf16_f32(kr[a], lo, hi);
+            }
+            const int which = half_warp_reduce_scatter4(d, dc);  // d[0]: the sum of (a, h) = which
+            const int a = which / kGqa, h = which % kGqa, j = a * kAttnTile + slot;
+            if ((dc & 3) == 0 && j < n) s.scores[h * kAttnMaxChunk + j] = d[0] * kAttnScale;
+        }
+    } else {
+#pragma unroll
+        for (int a = 0; a < kAttnPreloadTiles; ++a) {
+            const int j = a * kAttnTile + slot;
+            if (kKeyWarps && a * kAttnTile + warp * kSlotsPerWarp >= n) continue;  // warp-uniform
+#pragma unroll
+            for (int h = 0; h < kGqa; ++h) {
+                const float4 lo = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc];
+                const float4 hi = reinterpret_cast<const float4*>(s.q + h * kHeadDim)[2 * dc + 1];
+                const float d = half_warp_sum(dot8_bf16_f32(kr[a], lo, hi));
+                if (dc == 0 && j < n) s.scores[h * kAttnMaxChunk + j] = d * kAttnScale;
+            }
         }
     }
     __syncthreads();
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 28);
 
     // 3. Softmax statistics per q head; scores become e^(s - max).
-    unit_softmax(n, s, lane, warp);
+    if constexpr (kKeyWarps && kUnitSmallSoftmax) {
+        unit_softmax_two_per_lane(n, s, lane, warp);
+    } else {
+        unit_softmax(n, s, lane, warp);
+    }
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 29);
 
-    // 4. Sum of e^(s - max) * v over the unit's keys, one q head at a time (fewer live registers).
+    // 4. Sum of e^(s - max) * v over the unit's keys, one q head at a time (fewer live registers), or
+    //    both at once and one exchange between the half-warps (MK_UNIT_PV_RS).
+    if constexpr (kKeyWarps && kUnitPvReduceScatter) {
+        if (warp < key_warps) {  // warp-uniform
+            float acc[kGqa][8];
 #pragma unroll
-    for (int h = 0; h < kGqa; ++h) {
-        if (warp >= key_warps) break;  // warp-uniform
-        float acc[8];
+            for (int h = 0; h < kGqa; ++h) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] = 0.f;
+                for (int i = 0; i < 8; ++i) acc[h][i] = 0.f;
 #pragma unroll
-        for (int a = 0; a < kAttnPreloadTiles; ++a) {
-            const int j = a * kAttnTile + slot;
-            if (j < n) axpy8_bf16(acc, s.scores[h * kAttnMaxChunk + j], vr[a]);
+                for (int a = 0; a < kAttnPreloadTiles; ++a) {
+                    const int j = a * kAttnTile + slot;
+                    if (j < n) axpy8_bf16(acc[h], s.scores[h * kAttnMaxChunk + j], vr[a]);
+                }
+            }
+            // Lanes l and l ^ 16 hold the same dims for two key slots: the lower half keeps q head 0.
+            const int h = lane >> 4;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float keep = h ? acc[1][i] : acc[0][i], send = h ? acc[0][i] : acc[1][i];
+                s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = keep + __shfl_xor_sync(kFullMask, send, 16);
+            }
         }
-        // Lanes l and l + 16 hold the same dims for two key slots; then the warps' sums meet in smem.
+    } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] += __shfl_xor_sync(kFullMask, acc[i], 16);
-        if (lane < 16) {
+        for (int h = 0; h < kGqa; ++h) {
+            if (warp >= key_warps) break;  // warp-uniform
+            float acc[8];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = acc[i];
+            for (int i = 0; i < 8; ++i) acc[i] = 0.f;
+#pragma unroll
+            for (int a = 0; a < kAttnPreloadTiles; ++a) {
+                const int j = a * kAttnTile + slot;
+                if (j < n) axpy8_bf16(acc, s.scores[h * kAttnMaxChunk + j], vr[a]);
+            }
+            // Lanes l and l + 16 hold the same dims for two key slots; then the warps' sums meet in smem.
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[i] += __shfl_xor_sync(kFullMask, acc[i], 16);
+            if (lane < 16) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = acc[i];
+            }
         }
     }
     __syncthreads();

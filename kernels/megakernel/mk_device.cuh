@@ -289,6 +289,25 @@ __device__ __forceinline__ float half_warp_sum(float v) {
     return v;
 }
 
+// Four values per lane summed over the 16 lanes of its half-warp, scattered: afterwards v[0] of a lane
+// is the half-warp's sum of v[i], i = the returned index ((lane & 8) / 4 + (lane & 4) / 4); the same
+// additions in the same order as half_warp_sum of each v[i], with 5 shuffles instead of 16.
+__device__ __forceinline__ int half_warp_reduce_scatter4(float (&v)[4], int lane16) {
+    const int hi = (lane16 >> 3) & 1, mid = (lane16 >> 2) & 1;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {  // keep pair `hi`, send the other
+        const float keep = hi ? v[2 + k] : v[k], send = hi ? v[k] : v[2 + k];
+        v[k] = keep + __shfl_xor_sync(kFullMask, send, 8);
+    }
+    {
+        const float keep = mid ? v[1] : v[0], send = mid ? v[0] : v[1];
+        v[0] = keep + __shfl_xor_sync(kFullMask, send, 4);
+    }
+    v[0] += __shfl_xor_sync(kFullMask, v[0], 2);
+    v[0] += __shfl_xor_sync(kFullMask, v[0], 1);
+    return 2 * hi + mid;
+}
+
 // Sum of one value per thread over the block; every thread gets the total. `scratch` holds one
 // float per warp. Each thread adds the per-warp sums in the same order, so the result is
 // deterministic. Ends with a barrier so `scratch` can be reused at once.
