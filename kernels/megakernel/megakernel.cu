@@ -1573,25 +1573,23 @@ constexpr int kSlotsPerWarp = 32 / (kThreads / kAttnTile);  // key slots of a ti
 #define MK_UNIT_KEY_WARPS 1
 #endif
 constexpr bool kUnitKeyWarps = MK_UNIT_KEY_WARPS != 0;
-// With MK_UNIT_KEY_WARPS, two smaller changes to the unit's latency chain (session 17 run 5):
+// With MK_UNIT_KEY_WARPS, two shorter steps of the unit (the unit is bound by its shuffles and
+// shared-memory round trips, not by its K/V loads):
 // MK_UNIT_SCORE_RS: a lane's four partial dot products (2 tiles x 2 q heads) summed over its 16
 // lanes by one reduce-scatter, 5 shuffles instead of 4 x 4 (the same additions in the same order);
 // MK_UNIT_SMALL_SOFTMAX: the softmax of at most 64 keys as two values per lane, without the general
-// loop's unrolled remainder handling (same results).
+// loop's unrolled remainder handling (same results). H200, session 17 run 5, at p = 1 / 50 / 200 /
+// 1000 against neither: both 1.007x / 1.018x / 1.013x / 1.027x, the reduce-scatter alone 1.000x /
+// 1.011x / 1.008x / 1.016x (the scores of a full unit 0.90 -> 0.44 us). The same exchange for P.V
+// (both heads at once, 8 shuffles instead of 16) measured 1.000x / 0.998x / 0.999x / 0.998x (run 6).
 #ifndef MK_UNIT_SCORE_RS
 #define MK_UNIT_SCORE_RS 1
 #endif
 #ifndef MK_UNIT_SMALL_SOFTMAX
 #define MK_UNIT_SMALL_SOFTMAX 1
 #endif
-// MK_UNIT_PV_RS: P.V of both q heads at once, the two half-warps' sums exchanged in 8 shuffles instead
-// of 16 (each half keeps one head; the same additions).
-#ifndef MK_UNIT_PV_RS
-#define MK_UNIT_PV_RS 1
-#endif
 constexpr bool kUnitScoreReduceScatter = MK_UNIT_SCORE_RS != 0 && kAttnPreloadTiles * kGqa == 4;
 constexpr bool kUnitSmallSoftmax = MK_UNIT_SMALL_SOFTMAX != 0 && kAttnPreloadTiles * kAttnTile <= 64;
-constexpr bool kUnitPvReduceScatter = MK_UNIT_PV_RS != 0 && kGqa == 2;
 
 // MK_UNIT_PUMP (dataflow_splitk_o; a share of the grid in percent, 0: off): once at least that
 // share of the blocks run attention units, their ring keeps the others' pace and, while a unit
@@ -1723,48 +1721,24 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     }
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 29);
 
-    // 4. Sum of e^(s - max) * v over the unit's keys, one q head at a time (fewer live registers), or
-    //    both at once and one exchange between the half-warps (MK_UNIT_PV_RS).
-    if constexpr (kKeyWarps && kUnitPvReduceScatter) {
-        if (warp < key_warps) {  // warp-uniform
-            float acc[kGqa][8];
+    // 4. Sum of e^(s - max) * v over the unit's keys, one q head at a time (fewer live registers).
 #pragma unroll
-            for (int h = 0; h < kGqa; ++h) {
+    for (int h = 0; h < kGqa; ++h) {
+        if (warp >= key_warps) break;  // warp-uniform
+        float acc[8];
 #pragma unroll
-                for (int i = 0; i < 8; ++i) acc[h][i] = 0.f;
+        for (int i = 0; i < 8; ++i) acc[i] = 0.f;
 #pragma unroll
-                for (int a = 0; a < kAttnPreloadTiles; ++a) {
-                    const int j = a * kAttnTile + slot;
-                    if (j < n) axpy8_bf16(acc[h], s.scores[h * kAttnMaxChunk + j], vr[a]);
-                }
-            }
-            // Lanes l and l ^ 16 hold the same dims for two key slots: the lower half keeps q head 0.
-            const int h = lane >> 4;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const float keep = h ? acc[1][i] : acc[0][i], send = h ? acc[0][i] : acc[1][i];
-                s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = keep + __shfl_xor_sync(kFullMask, send, 16);
-            }
+        for (int a = 0; a < kAttnPreloadTiles; ++a) {
+            const int j = a * kAttnTile + slot;
+            if (j < n) axpy8_bf16(acc, s.scores[h * kAttnMaxChunk + j], vr[a]);
         }
-    } else {
+        // Lanes l and l + 16 hold the same dims for two key slots; then the warps' sums meet in smem.
 #pragma unroll
-        for (int h = 0; h < kGqa; ++h) {
-            if (warp >= key_warps) break;  // warp-uniform
-            float acc[8];
+        for (int i = 0; i < 8; ++i) acc[i] += __shfl_xor_sync(kFullMask, acc[i], 16);
+        if (lane < 16) {
 #pragma unroll
-            for (int i = 0; i < 8; ++i) acc[i] = 0.f;
-#pragma unroll
-            for (int a = 0; a < kAttnPreloadTiles; ++a) {
-                const int j = a * kAttnTile + slot;
-                if (j < n) axpy8_bf16(acc, s.scores[h * kAttnMaxChunk + j], vr[a]);
-            }
-            // Lanes l and l + 16 hold the same dims for two key slots; then the warps' sums meet in smem.
-#pragma unroll
-            for (int i = 0; i < 8; ++i) acc[i] += __shfl_xor_sync(kFullMask, acc[i], 16);
-            if (lane < 16) {
-#pragma unroll
-                for (int i = 0; i < 8; ++i) s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = acc[i];
-            }
+            for (int i = 0; i < 8; ++i) s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = acc[i];
         }
     }
     __syncthreads();
