@@ -1568,7 +1568,8 @@ constexpr int kSlotsPerWarp = 32 / (kThreads / kAttnTile);  // key slots of a ti
 // A unit of n keys fills ceil(n / 2) warps of the first tile: at p=1 (2 keys) one warp of 16. With
 // every warp working (0), the 15 idle warps' shuffles, shared-memory loads and partial sums kept
 // the unit's scores, softmax and P.V at 1.6-1.7 us whatever its keys (H200, session 17 run 2: the
-// same 1.63 us when that code ran a second time in a row, its K/V already in registers).
+// same 1.63 us when that code ran a second time in a row, its K/V already in registers). Runs 3-4:
+// 1.021-1.031x at p=1, 1.003-1.008x at p=50, 0.993-0.999x with full units (p >= 200).
 #ifndef MK_UNIT_KEY_WARPS
 #define MK_UNIT_KEY_WARPS 1
 #endif
