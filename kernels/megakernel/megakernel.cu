@@ -1375,38 +1375,33 @@ __device__ __forceinline__ void combine_if_last_stream(const MegakernelParams& P
 // Steps shared by attention_unit and attention_unit_preloaded.
 // Softmax statistics of the unit's n scores per q head (one warp per head, into s.misc); the
 // scores become e^(s - max). Ends with a block barrier.
+// kTwoPerLane (units of at most 64 keys, MK_UNIT_SMALL_SOFTMAX): each lane holds keys lane and
+// lane + 32, with no loop (the same results).
+template <bool kTwoPerLane = false>
 __device__ __forceinline__ void unit_softmax(int n, const Shared& s, int lane, int warp) {
     if (warp < kGqa) {
         float* sc = s.scores + warp * kAttnMaxChunk;
-        float m = -3.402823466e38f;
-        for (int j = lane; j < n; j += 32) m = fmaxf(m, sc[j]);
-        m = warp_max(m);
-        float l = 0.f;
-        for (int j = lane; j < n; j += 32) {
-            const float e = expf(sc[j] - m);
-            sc[j] = e;
-            l += e;
+        float m, l;
+        if constexpr (kTwoPerLane) {
+            const bool has0 = lane < n, has1 = lane + 32 < n;
+            const float x0 = has0 ? sc[lane] : -3.402823466e38f, x1 = has1 ? sc[lane + 32] : -3.402823466e38f;
+            m = warp_max(fmaxf(x0, x1));
+            const float e0 = has0 ? expf(x0 - m) : 0.f, e1 = has1 ? expf(x1 - m) : 0.f;
+            if (has0) sc[lane] = e0;
+            if (has1) sc[lane + 32] = e1;
+            l = warp_sum(e0 + e1);
+        } else {
+            m = -3.402823466e38f;
+            for (int j = lane; j < n; j += 32) m = fmaxf(m, sc[j]);
+            m = warp_max(m);
+            l = 0.f;
+            for (int j = lane; j < n; j += 32) {
+                const float e = expf(sc[j] - m);
+                sc[j] = e;
+                l += e;
+            }
+            l = warp_sum(l);
         }
-        l = warp_sum(l);
-        if (lane == 0) {
-            s.misc[kStatsSlot + 2 * warp] = m;
-            s.misc[kStatsSlot + 2 * warp + 1] = l;
-        }
-    }
-    __syncthreads();
-}
-
-// unit_softmax for at most 64 keys (attention_unit_preloaded): each lane holds keys lane and lane + 32.
-__device__ __forceinline__ void unit_softmax_two_per_lane(int n, const Shared& s, int lane, int warp) {
-    if (warp < kGqa) {
-        float* sc = s.scores + warp * kAttnMaxChunk;
-        const bool has0 = lane < n, has1 = lane + 32 < n;
-        const float x0 = has0 ? sc[lane] : -3.402823466e38f, x1 = has1 ? sc[lane + 32] : -3.402823466e38f;
-        const float m = warp_max(fmaxf(x0, x1));
-        const float e0 = has0 ? expf(x0 - m) : 0.f, e1 = has1 ? expf(x1 - m) : 0.f;
-        if (has0) sc[lane] = e0;
-        if (has1) sc[lane + 32] = e1;
-        const float l = warp_sum(e0 + e1);
         if (lane == 0) {
             s.misc[kStatsSlot + 2 * warp] = m;
             s.misc[kStatsSlot + 2 * warp + 1] = l;
@@ -1715,11 +1710,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 28);
 
     // 3. Softmax statistics per q head; scores become e^(s - max).
-    if constexpr (kKeyWarps && kUnitSmallSoftmax) {
-        unit_softmax_two_per_lane(n, s, lane, warp);
-    } else {
-        unit_softmax(n, s, lane, warp);
-    }
+    unit_softmax<kKeyWarps && kUnitSmallSoftmax>(n, s, lane, warp);
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 29);
 
     // 4. Sum of e^(s - max) * v over the unit's keys, one q head at a time (fewer live registers).
