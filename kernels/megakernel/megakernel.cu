@@ -972,6 +972,11 @@ __device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, 
 #define MK_RING_DOT_UNROLL 4
 #endif
 constexpr int kRingDotUnroll = MK_RING_DOT_UNROLL;
+// A warp's row sums in ring_gemv by reduce_scatter4 (1) or one warp_sum per row (0).
+#ifndef MK_RING_GEMV_SCATTER
+#define MK_RING_GEMV_SCATTER 1
+#endif
+constexpr bool kRingGemvScatter = MK_RING_GEMV_SCATTER != 0;
 template <int kK, int kRowsPerOut, bool kPaced = false, int kSplit = 0, typename Epilogue>
 __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s,
                                            const Shared& s, Epilogue epilogue) {
@@ -1030,12 +1035,25 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
                     if (slot_row + j * kWarpsPerPart < rows) acc[j] += dot8_bf16_f32(ring_chunks[wk[j] + i * 32], xlo, xhi);
                 }
             }
+            if constexpr (kRingGemvScatter) {
+                // Four rows' sums at a time in 6 shuffles (20 as four warp_sums), bitwise the same.
 #pragma unroll
-            for (int j = 0; j < kRowsPerWarp; ++j) {
-                const int r = slot_row + j * kWarpsPerPart;
-                if (r < rows) {  // uniform per warp
-                    const float total = warp_sum(acc[j]);
-                    if (lane == 0) sums[r * kParts + part] = total;
+                for (int j0 = 0; j0 < kRowsPerWarp; j0 += 4) {
+                    float v[4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) v[k] = j0 + k < kRowsPerWarp ? acc[j0 + k] : 0.f;
+                    const int j = j0 + reduce_scatter4<32>(v, lane);
+                    const int r = slot_row + j * kWarpsPerPart;
+                    if ((lane & 7) == 0 && j < kRowsPerWarp && r < rows) sums[r * kParts + part] = v[0];
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < kRowsPerWarp; ++j) {
+                    const int r = slot_row + j * kWarpsPerPart;
+                    if (r < rows) {  // uniform per warp
+                        const float total = warp_sum(acc[j]);
+                        if (lane == 0) sums[r * kParts + part] = total;
+                    }
                 }
             }
         }
@@ -1110,8 +1128,9 @@ struct LLIO {
         unsigned long long w[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) w[j] = ll_load_word(word(head + lane + 32 * j));
+        ll_wait_words(w, flag, [&](int j) { return word(head + lane + 32 * j); });
 #pragma unroll
-        for (int j = 0; j < 4; ++j) x[j] = ll_value(word(head + lane + 32 * j), w[j], flag);
+        for (int j = 0; j < 4; ++j) x[j] = ll_word_value(w[j]);
     }
 };
 
@@ -1688,7 +1707,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 #pragma unroll
                 for (int a = 0; a < kAttnPreloadTiles; ++a) d[a * kGqa + h] = dot8_bf16_f32(kr[a], lo, hi);
             }
-            const int which = half_warp_reduce_scatter4(d, dc);  // d[0]: the sum of (a, h) = which
+            const int which = reduce_scatter4<16>(d, dc);  // d[0]: the sum of (a, h) = which
             const int a = which / kGqa, h = which % kGqa, j = a * kAttnTile + slot;
             if ((dc & 3) == 0 && j < n) s.scores[h * kAttnMaxChunk + j] = d[0] * kAttnScale;
         }
@@ -1759,6 +1778,8 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 constexpr int kMergeLanes = MK_MERGE_LANES;  // most lanes per output (tuning: a power of two, 1 .. 32)
 static_assert(kMergeLanes >= 1 && kMergeLanes <= 32 && (kMergeLanes & (kMergeLanes - 1)) == 0,
               "MK_MERGE_LANES: a power of two, 1 .. 32");
+// Units a merge lane loads before it waits (two cover 16 units per head on 8 lanes).
+constexpr int kMergeBatch = 2;
 
 template <class Pump>
 __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, const LLIO& rec, int g, int units,
@@ -1785,14 +1806,23 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
         const bool active = i < no;
         const int q = o0 - g * kGqa * kHeadDim + i, h = q / kHeadDim, d = q % kHeadDim;
         float m = -3.402823466e38f, l = 0.f, acc = 0.f;
-        for (int u = sub; active && u < units; u += lanes) {
-            const float* r = head + (u * kGqa + h) * kPartialStride;
-            const unsigned long long mw = ll_load_word(rec.word(r + kHeadDim));
-            const unsigned long long lw = ll_load_word(rec.word(r + kHeadDim + 1));
-            const unsigned long long ow = ll_load_word(rec.word(r + d));
-            const float mv = ll_value(rec.word(r + kHeadDim), mw, rec.flag);
-            const float lv = ll_value(rec.word(r + kHeadDim + 1), lw, rec.flag);
-            merge_record(m, l, acc, mv, lv, ll_value(rec.word(r + d), ow, rec.flag));
+        // kMergeBatch of the lane's units at a time: their words in flight and waited for together.
+        for (int u0 = sub; active && u0 < units; u0 += kMergeBatch * lanes) {
+            auto addr = [&](int j) {
+                const float* r = head + ((u0 + j / 3 * lanes) * kGqa + h) * kPartialStride;
+                return rec.word(r + (j % 3 == 0 ? kHeadDim : j % 3 == 1 ? kHeadDim + 1 : d));
+            };
+            unsigned long long w[3 * kMergeBatch];
+#pragma unroll
+            for (int j = 0; j < 3 * kMergeBatch; ++j)
+                w[j] = u0 + j / 3 * lanes < units ? ll_load_word(addr(j)) : ll_landed(rec.flag);
+            ll_wait_words(w, rec.flag, addr);
+#pragma unroll
+            for (int k = 0; k < kMergeBatch; ++k) {
+                if (u0 + k * lanes < units)
+                    merge_record(m, l, acc, ll_word_value(w[3 * k]), ll_word_value(w[3 * k + 1]),
+                                 ll_word_value(w[3 * k + 2]));
+            }
         }
         float m_all = m;
         for (int off = lanes / 2; off > 0; off >>= 1) m_all = fmaxf(m_all, __shfl_xor_sync(kFullMask, m_all, off));
@@ -2163,14 +2193,15 @@ __device__ __forceinline__ void rmsnorm_ll(const LLBuffers& ll, unsigned flag, c
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
-        if (i < kHidden) w[j] = ll_load_word(ll.residual + i);
+        w[j] = i < kHidden ? ll_load_word(ll.residual + i) : ll_landed(flag);
     }
     const float inv_rms = 1.0f / sqrtf(s.misc[0] / static_cast<float>(kHidden) + kRmsEps);
+    ll_wait_words(w, flag, [&](int j) { return ll.residual + threadIdx.x + j * kThreads; });
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
         if (i < kHidden) {
-            const float h = ll_value(ll.residual + i, w[j], flag);
+            const float h = ll_word_value(w[j]);
             if constexpr (kKeepResidual) s.own[i] = h;
             s.vec[vec_slot(i)] = h * inv_rms * gain[j];
         }
@@ -2273,12 +2304,13 @@ __device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* sr
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
-        if (i < kN) w[j] = ll_load_word(src + i);
+        w[j] = i < kN ? ll_load_word(src + i) : ll_landed(flag);
     }
+    ll_wait_words(w, flag, [&](int j) { return src + threadIdx.x + j * kThreads; });
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const int i = threadIdx.x + j * kThreads;
-        if (i < kN) vec[vec_slot(i)] = ll_value(src + i, w[j], flag);
+        if (i < kN) vec[vec_slot(i)] = ll_word_value(w[j]);
     }
     __syncthreads();
 }

@@ -289,22 +289,26 @@ __device__ __forceinline__ float half_warp_sum(float v) {
     return v;
 }
 
-// Four values per lane summed over the 16 lanes of its half-warp, scattered: afterwards v[0] of a lane
-// is the half-warp's sum of v[i], i = the returned index ((lane & 8) / 4 + (lane & 4) / 4); the same
-// additions in the same order as half_warp_sum of each v[i], with 5 shuffles instead of 16.
-__device__ __forceinline__ int half_warp_reduce_scatter4(float (&v)[4], int lane16) {
-    const int hi = (lane16 >> 3) & 1, mid = (lane16 >> 2) & 1;
+// Four values per lane summed over groups of kLanes lanes (16: a half-warp, 32: the warp), scattered:
+// afterwards v[0] of a lane is its group's sum of v[i], i = the returned index (2 x the lane's
+// kLanes / 2 bit + its kLanes / 4 bit); the same additions in the same order as kLanes-wide
+// butterfly sums (half_warp_sum, warp_sum) of each v[i], with 5 (16 lanes) or 6 (32) shuffles
+// instead of 16 or 20.
+template <int kLanes>
+__device__ __forceinline__ int reduce_scatter4(float (&v)[4], int lane) {
+    static_assert(kLanes == 16 || kLanes == 32, "reduce_scatter4: half-warps or whole warps");
+    const int hi = (lane & (kLanes / 2)) != 0, mid = (lane & (kLanes / 4)) != 0;
 #pragma unroll
     for (int k = 0; k < 2; ++k) {  // keep pair `hi`, send the other
         const float keep = hi ? v[2 + k] : v[k], send = hi ? v[k] : v[2 + k];
-        v[k] = keep + __shfl_xor_sync(kFullMask, send, 8);
+        v[k] = keep + __shfl_xor_sync(kFullMask, send, kLanes / 2);
     }
     {
         const float keep = mid ? v[1] : v[0], send = mid ? v[0] : v[1];
-        v[0] = keep + __shfl_xor_sync(kFullMask, send, 4);
+        v[0] = keep + __shfl_xor_sync(kFullMask, send, kLanes / 4);
     }
-    v[0] += __shfl_xor_sync(kFullMask, v[0], 2);
-    v[0] += __shfl_xor_sync(kFullMask, v[0], 1);
+#pragma unroll
+    for (int offset = kLanes / 8; offset > 0; offset >>= 1) v[0] += __shfl_xor_sync(kFullMask, v[0], offset);
     return 2 * hi + mid;
 }
 
@@ -424,6 +428,45 @@ __device__ __forceinline__ float ll_value(const unsigned long long* p, unsigned 
 
 __device__ __forceinline__ float ll_load(const unsigned long long* p, unsigned flag) {
     return ll_value(p, ll_load_word(p), flag);
+}
+
+// A word that needs no wait: entries of ll_wait_words' array that a thread does not use.
+__device__ __forceinline__ unsigned long long ll_landed(unsigned flag) {
+    return static_cast<unsigned long long>(flag) << 32;
+}
+
+// Waits until every word of w (first loads, in flight together) carries `flag`, reloading the stale
+// ones together: one L2 round trip per pass. Checked one after another with ll_value, a stale
+// first word cost its round trip, then each next word's stale first load another (MK_LL_WAIT_SERIAL
+// keeps that order, for A/B runs). `addr(j)`: the address of word j.
+template <int N, class Addr>
+__device__ __forceinline__ void ll_wait_words(unsigned long long (&w)[N], unsigned flag, Addr addr) {
+#ifdef MK_LL_WAIT_SERIAL
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        while (static_cast<unsigned>(w[j] >> 32) != flag) {
+            ll_backoff();
+            w[j] = ll_load_word(addr(j));
+        }
+    }
+#else
+    for (;;) {
+        bool stale = false;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            if (static_cast<unsigned>(w[j] >> 32) != flag) {
+                w[j] = ll_load_word(addr(j));
+                stale = true;
+            }
+        }
+        if (!stale) return;
+        ll_backoff();
+    }
+#endif
+}
+
+__device__ __forceinline__ float ll_word_value(unsigned long long word) {
+    return __uint_as_float(static_cast<unsigned>(word));
 }
 
 // ---- fixed-point accumulators (dataflow_splitk) --------------------------------------------------
