@@ -1781,6 +1781,23 @@ static_assert(kMergeLanes >= 1 && kMergeLanes <= 32 && (kMergeLanes & (kMergeLan
 // Units a merge lane loads before it waits (two cover 16 units per head on 8 lanes).
 constexpr int kMergeBatch = 2;
 
+// The merge's order of the block's threads: the issuing warp, which pumps the ring until the records'
+// probes are seen, swapped with the warp before the probing (last) one, so that a merge of up to 14
+// warps' outputs (4 lanes x 16 outputs at p=200) starts polling its words at once instead of
+// waiting for the pump to stop (MK_MERGE_REMAP=0: thread order).
+#ifndef MK_MERGE_REMAP
+#define MK_MERGE_REMAP 1
+#endif
+static_assert(kRingIssueWarp < kWarps - 2 && kRecordProbeWarp == kWarps - 1, "merge_thread's warp order");
+__device__ __forceinline__ int merge_thread() {
+    const int warp = threadIdx.x >> 5;
+    const int w = !MK_MERGE_REMAP ? warp
+                  : warp == kRingIssueWarp ? kWarps - 2
+                  : warp == kWarps - 2    ? kRingIssueWarp
+                                          : warp;
+    return w * 32 + (threadIdx.x & 31);
+}
+
 template <class Pump>
 __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, const LLIO& rec, int g, int units,
                                                    int o0, int no, float* out_s, const Shared& s, int wait_id,
@@ -1802,7 +1819,7 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
     int lanes = 1;  // per output: the units rounded up to a power of two, at most kMergeLanes
     while (lanes < units && lanes < kMergeLanes) lanes *= 2;
     for (int base = 0; base < no * lanes; base += kThreads) {  // uniform over the block
-        const int t = base + static_cast<int>(threadIdx.x), i = t / lanes, sub = t % lanes;
+        const int t = base + merge_thread(), i = t / lanes, sub = t % lanes;
         const bool active = i < no;
         const int q = o0 - g * kGqa * kHeadDim + i, h = q / kHeadDim, d = q % kHeadDim;
         float m = -3.402823466e38f, l = 0.f, acc = 0.f;

@@ -49,6 +49,9 @@ UNIT_PHASES = (("  unit: from its QKV to its start", 3, 23, (3, 4)), ("  unit: q
                ("  unit: scores", 24, 28, (3, 4)), ("  unit: softmax", 28, 29, (3, 4)), ("  unit: P.V", 29, 25, (3, 4)),
                ("  unit: record out", 25, 26, (3, 4)),
                ("  records: probes seen", 5, 27, (5, 6)), ("  records: merge", 27, 6, (5, 6)))
+# Stragglers of the accumulator exchanges (dataflow_splitk_o): when the last block ends its O (event 7)
+# or down (event 13) projection, i.e. publishes its partial sums, after the median and the first block.
+PUBLISHES = (("  O sums: last block's lag", 7), ("  down sums: last block's lag", 13))
 WAITS = (("  ring wait qkv", 15), ("  ring wait o", 16), ("  ring wait gate/up", 17), ("  ring wait down", 18))
 
 
@@ -73,6 +76,12 @@ def phase_table(cycles: np.ndarray, layers: int, mhz: float, segment: str = "gat
         if medians:
             rows.append({"phase": name, "median_us": float(np.mean(medians) / mhz),
                          "max_us": float(np.mean(maxima) / mhz), "min_us": float(np.mean(minima) / mhz)})
+    for name, e in PUBLISHES:
+        t = np.stack([cycles[:, layer * per_layer + e] for layer in range(1, layers)]).astype(np.float64)
+        slowest = np.bincount(t.argmax(axis=1))
+        rows.append({"phase": name, "median_us": float((t.max(axis=1) - np.median(t, axis=1)).mean() / mhz),
+                     "max_us": float((t.max(axis=1) - t.min(axis=1)).mean() / mhz), "min_us": 0.0,
+                     "slowest_block": int(slowest.argmax()), "slowest_share": float(slowest.max() / len(t))})
     for name, e in WAITS:
         d = np.stack([cycles[:, layer * per_layer + e] for layer in range(1, layers)])
         rows.append({"phase": name, "median_us": float(np.median(d, axis=1).mean() / mhz),
@@ -99,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="JSON file for the tables")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                         help="override a tuning macro of megakernel.cu (repeatable)")
+    parser.add_argument("--raw", default=None, help="npz file for the raw cycles (blocks x events) of each table")
     parser.add_argument("--subphases", choices=sorted(SUBPHASE_SEGMENTS), default="gate_up",
                         help="the GEMV whose first page group is timed in sub-phases")
     args = parser.parse_args(argv)
@@ -115,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     mk = Megakernel(config, make_weights(config, 0), max_seq=MAX_SEQ, trace=True, defines=defines)
     mk.set_kv_cache(*random_kv_cache(config, MAX_SEQ, 1))
     out: dict[str, Any] = {"tables": []}
+    raw: dict[str, np.ndarray] = {}
     for variant in args.variants:
         for position in args.positions:
             launch = mk.launcher(variant, TOKEN, position)
@@ -129,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             cycles = mk.trace_cycles()
             span = float(np.median(cycles[:, config.layers * TRACE_EVENTS_PER_LAYER + 2] - cycles[:, 0]))
             mhz = span / elapsed_us  # cycles per us over the step (a slight underestimate: launch overhead)
+            raw[f"{variant}_p{position}"] = cycles
+            raw[f"{variant}_p{position}_mhz"] = np.float64(mhz)
             rows = phase_table(cycles, config.layers, mhz, args.subphases)
             out["tables"].append({"variant": variant, "position": position, "elapsed_us": elapsed_us, "mhz": mhz,
                                   "rows": rows})
@@ -141,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         with open(args.out, "w") as f:
             json.dump(out, f, indent=1)
+    if args.raw:
+        np.savez_compressed(args.raw, **raw)
     return 0
 
 

@@ -67,3 +67,25 @@ def test_trace_unit_rows_count_only_blocks_that_ran_a_unit_in_the_layer() -> Non
     assert rows["  unit: record out"]["min_us"] == 20
     assert rows["  records: probes seen"]["median_us"] == 400
     assert rows["  records: merge"]["median_us"] == 100
+
+
+def test_trace_names_the_block_that_publishes_its_sums_last_and_its_lag() -> None:
+    """The accumulator exchanges wait for their last producer: the trace reports by how much the
+    last block's O and down projections end after the median and the first block's, and which block."""
+    import numpy as np
+
+    from kernels.megakernel.layout import TRACE_EVENTS_PER_LAYER as E
+    from kernels.megakernel.trace import phase_table
+
+    layers, blocks = 3, 5
+    cycles = np.zeros((blocks, layers * E + 4), dtype=np.int64)
+    for layer in range(layers):
+        for b in range(blocks):
+            cycles[b, layer * E:layer * E + 15] = layer * 10_000 + np.arange(15) * 500 + b  # block b is b cycles late
+        cycles[3, layer * E + 13] += 300  # block 3 ends its down projection 300 cycles after the others
+    rows = {r["phase"]: r for r in phase_table(cycles, layers, 1.0)}
+    down = rows["  down sums: last block's lag"]
+    assert (down["slowest_block"], down["slowest_share"]) == (3, 1.0)
+    assert down["median_us"] == 303 - 2 and down["max_us"] == 303
+    o_sums = rows["  O sums: last block's lag"]
+    assert (o_sums["slowest_block"], o_sums["median_us"], o_sums["max_us"]) == (4, 2, 4)
