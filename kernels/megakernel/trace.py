@@ -49,9 +49,11 @@ UNIT_PHASES = (("  unit: from its QKV to its start", 3, 23, (3, 4)), ("  unit: q
                ("  unit: scores", 24, 28, (3, 4)), ("  unit: softmax", 28, 29, (3, 4)), ("  unit: P.V", 29, 25, (3, 4)),
                ("  unit: record out", 25, 26, (3, 4)),
                ("  records: probes seen", 5, 27, (5, 6)), ("  records: merge", 27, 6, (5, 6)))
-# Stragglers of the accumulator exchanges (dataflow_splitk_o): when the last block ends its O (event 7)
-# or down (event 13) projection, i.e. publishes its partial sums, after the median and the first block.
-PUBLISHES = (("  O sums: last block's lag", 7), ("  down sums: last block's lag", 13))
+# Stragglers of the accumulator exchanges (dataflow_splitk_o). clock64() is per SM, so blocks' stamps
+# cannot be compared; but every block leaves the post-attention (events 8-9) or the next input (0-1)
+# RMSNorm about when the last partial sums land, so the block that waits least there is the one that
+# published last, and the others' waits exceed its own by how much later it published.
+PUBLISHES = (("  O sums: last publisher's lag", 8, 9), ("  down sums: last publisher's lag", 0, 1))
 WAITS = (("  ring wait qkv", 15), ("  ring wait o", 16), ("  ring wait gate/up", 17), ("  ring wait down", 18))
 
 
@@ -76,12 +78,13 @@ def phase_table(cycles: np.ndarray, layers: int, mhz: float, segment: str = "gat
         if medians:
             rows.append({"phase": name, "median_us": float(np.mean(medians) / mhz),
                          "max_us": float(np.mean(maxima) / mhz), "min_us": float(np.mean(minima) / mhz)})
-    for name, e in PUBLISHES:
-        t = np.stack([cycles[:, layer * per_layer + e] for layer in range(1, layers)]).astype(np.float64)
-        slowest = np.bincount(t.argmax(axis=1))
-        rows.append({"phase": name, "median_us": float((t.max(axis=1) - np.median(t, axis=1)).mean() / mhz),
-                     "max_us": float((t.max(axis=1) - t.min(axis=1)).mean() / mhz), "min_us": 0.0,
-                     "slowest_block": int(slowest.argmax()), "slowest_share": float(slowest.max() / len(t))})
+    for name, a, b in PUBLISHES:  # median_us: the median block's wait beyond the last publisher's; max_us: the longest's
+        w = np.stack([cycles[:, layer * per_layer + b] - cycles[:, layer * per_layer + a]
+                      for layer in range(1, layers)]).astype(np.float64)
+        last = np.bincount(w.argmin(axis=1))
+        rows.append({"phase": name, "median_us": float((np.median(w, axis=1) - w.min(axis=1)).mean() / mhz),
+                     "max_us": float((w.max(axis=1) - w.min(axis=1)).mean() / mhz), "min_us": 0.0,
+                     "slowest_block": int(last.argmax()), "slowest_share": float(last.max() / len(w))})
     for name, e in WAITS:
         d = np.stack([cycles[:, layer * per_layer + e] for layer in range(1, layers)])
         rows.append({"phase": name, "median_us": float(np.median(d, axis=1).mean() / mhz),

@@ -70,8 +70,8 @@ def test_trace_unit_rows_count_only_blocks_that_ran_a_unit_in_the_layer() -> Non
 
 
 def test_trace_names_the_block_that_publishes_its_sums_last_and_its_lag() -> None:
-    """The accumulator exchanges wait for their last producer: the trace reports by how much the
-    last block's O and down projections end after the median and the first block's, and which block."""
+    """clock64() is per SM, so the last publisher of an accumulator exchange is found as the block that
+    waits least in the RMSNorm after it; the others' waits beyond its own are its lag."""
     import numpy as np
 
     from kernels.megakernel.layout import TRACE_EVENTS_PER_LAYER as E
@@ -81,11 +81,12 @@ def test_trace_names_the_block_that_publishes_its_sums_last_and_its_lag() -> Non
     cycles = np.zeros((blocks, layers * E + 4), dtype=np.int64)
     for layer in range(layers):
         for b in range(blocks):
-            cycles[b, layer * E:layer * E + 15] = layer * 10_000 + np.arange(15) * 500 + b  # block b is b cycles late
-        cycles[3, layer * E + 13] += 300  # block 3 ends its down projection 300 cycles after the others
+            cycles[b, layer * E:layer * E + 15] = 10**9 * b + layer * 10_000 + np.arange(15) * 500  # unrelated clocks
+            cycles[b, layer * E + 1] -= 10 * b  # the input RMSNorm's wait: 500 - 10 b cycles, block 4 published last
+        cycles[3, layer * E + 9] -= 300  # the post-attention RMSNorm: block 3 waits 300 cycles less than the others
+        cycles[3, layer * E + 10:layer * E + 15] -= 300
     rows = {r["phase"]: r for r in phase_table(cycles, layers, 1.0)}
-    down = rows["  down sums: last block's lag"]
-    assert (down["slowest_block"], down["slowest_share"]) == (3, 1.0)
-    assert down["median_us"] == 303 - 2 and down["max_us"] == 303
-    o_sums = rows["  O sums: last block's lag"]
-    assert (o_sums["slowest_block"], o_sums["median_us"], o_sums["max_us"]) == (4, 2, 4)
+    o_sums = rows["  O sums: last publisher's lag"]
+    assert (o_sums["slowest_block"], o_sums["slowest_share"], o_sums["median_us"], o_sums["max_us"]) == (3, 1.0, 300, 300)
+    down = rows["  down sums: last publisher's lag"]
+    assert (down["slowest_block"], down["median_us"], down["max_us"]) == (4, 20, 40)
