@@ -456,20 +456,6 @@ __device__ __forceinline__ void prefetch_rows(const bf16_t* W, int row0, int nro
     for (unsigned off = 0; off < bytes; off += kPiece) prefetch_l2_async(p + off, min(kPiece, bytes - off));
 }
 
-// dataflow_splitk_o: the block's down slice of `layer` asked for in L2 ahead of its ring pages, after
-// the QKV projection (1) or after the O projection (2); 0: not. The trace (session 18, H200, p=1) showed
-// the down pages of a random block or two per layer landing ~1 us late, and every block's input
-// RMSNorm waiting for that block's down sums.
-#ifndef MK_DOWN_L2_PREFETCH
-#define MK_DOWN_L2_PREFETCH 0
-#endif
-constexpr int kDownL2Prefetch = MK_DOWN_L2_PREFETCH;
-
-__device__ __forceinline__ void prefetch_down_slice(const Shared& s, int layer) {
-    const int seg = 4 * layer + 3;
-    prefetch_rows<kHidden>(reinterpret_cast<const bf16_t*>(s.seg_base[seg]), 0, s.ring_rows[seg].y, ~0u);
-}
-
 // ---- the weight stream (stream variant) ------------------------------------------------------
 // Weights do not depend on activations, so a block can fetch the next phase's weights before the
 // grid barrier that starts it. stream_gemv keeps kStreamDepth 16-byte loads per thread in flight
@@ -505,39 +491,17 @@ struct StreamSlice {
 
 // dataflow_splitk_o: the attention outputs (rows of W_o^T) block b computes and projects. The blocks
 // form kKVHeads groups of nb / kKVHeads (launch.py ensures nb >= kKVHeads), group g splitting kv head
-// g's kGqa * 128 outputs; blocks past the last group (spare) have none, except with MK_O_LIGHT while
-// the units run on blocks [0, light) of group 0 (one unit per kv head on 132 blocks: 8 units, 4 spare
-// blocks): the unit blocks take half a share of group 0's outputs, the spare blocks the rest.
-#ifndef MK_O_LIGHT
-#define MK_O_LIGHT 1
-#endif
-__device__ __forceinline__ void o_split_rows(int b, int nb, int light, int* row0, int* nrows) {
-    constexpr int kGroupRows = kGqa * kHeadDim;
-    const int per_group = nb / kKVHeads, g = b / per_group, spare = nb - per_group * kKVHeads;
-    if (MK_O_LIGHT && light > 0 && light <= per_group && spare > 0 && (g == 0 || g >= kKVHeads)) {
-        const int share = ceil_div(kGroupRows, per_group), half = share / 2;
-        const int rest = kGroupRows - light * half - (per_group - light) * share;
-        if (rest > 0 && ceil_div(rest, spare) <= share) {  // no spare block over a share
-            if (b < light) {
-                *row0 = b * half;
-                *nrows = half;
-            } else if (b < per_group) {
-                *row0 = light * half + (b - light) * share;
-                *nrows = share;
-            } else {
-                split_range(rest, b - per_group * kKVHeads, spare, row0, nrows);
-                *row0 += kGroupRows - rest;
-            }
-            return;
-        }
-    }
+// g's kGqa * 128 outputs; blocks past the last group have none. (Half slices for the unit blocks,
+// their other halves on those spare blocks, measured 0.992-0.993x at p <= 50 on the H200, session 18.)
+__device__ __forceinline__ void o_split_rows(int b, int nb, int* row0, int* nrows) {
+    const int per_group = nb / kKVHeads, g = b / per_group;
     if (g >= kKVHeads) {
         *row0 = 0;
         *nrows = 0;
         return;
     }
-    split_range(kGroupRows, b - g * per_group, per_group, row0, nrows);
-    *row0 += g * kGroupRows;
+    split_range(kGqa * kHeadDim, b - g * per_group, per_group, row0, nrows);
+    *row0 += g * kGqa * kHeadDim;
 }
 
 // Segment `seg` of this block's weight stream: per layer QKV, O, gate/up (interleaved rows), down;
@@ -593,7 +557,7 @@ __device__ __forceinline__ StreamSlice stream_slice(const MegakernelParams& P, i
             break;
         case 1:
             if constexpr (kSplit >= kSplitDownO) {
-                o_split_rows(b, nb, light, &x.row0, &x.nrows);
+                o_split_rows(b, nb, &x.row0, &x.nrows);
                 x.base = P.w_o_t + (layer * kQDim + x.row0) * kHidden;
                 x.nchunks = x.nrows * (kHidden / 8);
             } else {
@@ -1822,6 +1786,11 @@ constexpr int kMergeBatch = 2;
 // probes are seen, swapped with the warp before the probing (last) one, so that a merge of up to 14
 // warps' outputs (4 lanes x 16 outputs at p=200) starts polling its words at once instead of
 // waiting for the pump to stop (MK_MERGE_REMAP=0: thread order).
+// Experiment: the merge's threads load their words only once the probing warp has seen every
+// unit's probe (units > 1).
+#ifndef MK_MERGE_WAIT_POST
+#define MK_MERGE_WAIT_POST 0
+#endif
 #ifndef MK_MERGE_REMAP
 #define MK_MERGE_REMAP 1
 #endif
@@ -1855,6 +1824,12 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
     // polled that way instead made every step 6-10% slower, so rmsnorm_acc keeps its barrier).
     int lanes = 1;  // per output: the units rounded up to a power of two, at most kMergeLanes
     while (lanes < units && lanes < kMergeLanes) lanes *= 2;
+#if MK_MERGE_WAIT_POST
+    if (kPumpWarp && units > 1 && merge_thread() < no * lanes) {  // start loading once the probes are seen
+        const volatile int* posted = reinterpret_cast<const volatile int*>(s.misc + kPumpSlot);
+        while (*posted < wait_id) ll_backoff();
+    }
+#endif
     for (int base = 0; base < no * lanes; base += kThreads) {  // uniform over the block
         const int t = base + merge_thread(), i = t / lanes, sub = t % lanes;
         const bool active = i < no;
@@ -2404,16 +2379,13 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // QKV weights are in flight from here on.
     uint4 w[kStreamDepth];
     Ring ring{0, 0, 0, 0, 0, 0, 0};
-    // The unit blocks [0, unit_light) take lighter slices (light_split, o_split_rows) only while they
-    // are under a quarter of the grid.
-    const int unit_light = T::splitk_o && 4 * attention_units < nb ? attention_units : 0;
     if constexpr (T::ring) {
         if (kPumpWarp && T::splitk && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
         if (kUnitPump && T::splitk_o && threadIdx.x == 0)
             *reinterpret_cast<volatile unsigned*>(s.misc + kUnitTasksSlot) = 0u;
         // Lighter rows for the unit blocks (light_split) only while they are under a quarter of the
         // grid; the others' slices grow at most to a page over their uniform share.
-        ring = ring_start<T::dataflow, kSplit>(P, s, unit_light);
+        ring = ring_start<T::dataflow, kSplit>(P, s, T::splitk_o && 4 * attention_units < nb ? attention_units : 0);
         if (b < attention_units && !units_busy) ring.pace = kAttnBlockPace<kSplit>;
     } else {
         stream_start(P, s, w);
@@ -2522,7 +2494,6 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         }
         MK_MARK(ev + 1);
         gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
-        if constexpr (T::splitk_o && kDownL2Prefetch == 1) prefetch_down_slice(s, layer);
         MK_MARK(ev + 2);
         exchange_barrier();
         MK_MARK(ev + 3);
@@ -2564,13 +2535,12 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             MK_MARK(ev + 4);
             MK_MARK(ev + 5);
             int o0, no;
-            o_split_rows(b, nb, unit_light, &o0, &no);
+            o_split_rows(b, nb, &o0, &no);
             if (no > 0)  // wait id 4L + 1: between the rmsnorm_acc waits of this layer (2 slot + 2)
                 merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, s, 4 * layer + 1, pump);
             MK_MARK(ev + 6);
             ring_splitk<true, kSplit>(ring, 4 * layer + 1, s.vec, s);
             acc_publish(P, o_slot(layer), s);
-            if constexpr (kDownL2Prefetch == 2) prefetch_down_slice(s, layer);
             MK_MARK(ev + 7);
             MK_MARK(ev + 8);
             rmsnorm_acc(P, o_slot(layer), P.norm_post + layer * kHidden, s, pump);
