@@ -1786,11 +1786,6 @@ constexpr int kMergeBatch = 2;
 // probes are seen, swapped with the warp before the probing (last) one, so that a merge of up to 14
 // warps' outputs (4 lanes x 16 outputs at p=200) starts polling its words at once instead of
 // waiting for the pump to stop (MK_MERGE_REMAP=0: thread order).
-// Experiment: the merge's threads load their words only once the probing warp has seen every
-// unit's probe (units > 1).
-#ifndef MK_MERGE_WAIT_POST
-#define MK_MERGE_WAIT_POST 0
-#endif
 #ifndef MK_MERGE_REMAP
 #define MK_MERGE_REMAP 1
 #endif
@@ -1824,12 +1819,6 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
     // polled that way instead made every step 6-10% slower, so rmsnorm_acc keeps its barrier).
     int lanes = 1;  // per output: the units rounded up to a power of two, at most kMergeLanes
     while (lanes < units && lanes < kMergeLanes) lanes *= 2;
-#if MK_MERGE_WAIT_POST
-    if (kPumpWarp && units > 1 && merge_thread() < no * lanes) {  // start loading once the probes are seen
-        const volatile int* posted = reinterpret_cast<const volatile int*>(s.misc + kPumpSlot);
-        while (*posted < wait_id) ll_backoff();
-    }
-#endif
     for (int base = 0; base < no * lanes; base += kThreads) {  // uniform over the block
         const int t = base + merge_thread(), i = t / lanes, sub = t % lanes;
         const bool active = i < no;
