@@ -2163,9 +2163,9 @@ __device__ __forceinline__ float ll_gather_probes(const unsigned long long* word
 #pragma unroll
         for (int k = 0; k < kMaxProbesPerLane; ++k) {
             const int i = lane + 32 * k;
-            if (i < count && static_cast<unsigned>(w[k] >> 32) != flag) {
+            if (i < count && !ll_carries(w[k], flag)) {
                 w[k] = ll_load_word(words + index(i));
-                ready = ready && static_cast<unsigned>(w[k] >> 32) == flag;
+                ready = ready && ll_carries(w[k], flag);
             }
         }
         if (warp_all(ready)) break;
@@ -2175,7 +2175,7 @@ __device__ __forceinline__ float ll_gather_probes(const unsigned long long* word
     float sum = 0.f;
 #pragma unroll
     for (int k = 0; k < kMaxProbesPerLane; ++k) {
-        if (lane + 32 * k < count) sum += __uint_as_float(static_cast<unsigned>(w[k]));
+        if (lane + 32 * k < count) sum += ll_word_value(w[k]);
     }
     return sum;
 }

@@ -417,13 +417,21 @@ __device__ __forceinline__ void ll_backoff() {
 #endif
 }
 
+// An LL word's parts: whether it carries `flag` (its upper half), and its value (the lower half).
+__device__ __forceinline__ bool ll_carries(unsigned long long word, unsigned flag) {
+    return static_cast<unsigned>(word >> 32) == flag;
+}
+__device__ __forceinline__ float ll_word_value(unsigned long long word) {
+    return __uint_as_float(static_cast<unsigned>(word));
+}
+
 // The value of the word at p, given its first load `word`: reloads until it carries `flag`.
 __device__ __forceinline__ float ll_value(const unsigned long long* p, unsigned long long word, unsigned flag) {
-    while (static_cast<unsigned>(word >> 32) != flag) {
+    while (!ll_carries(word, flag)) {
         ll_backoff();
         word = ll_load_word(p);
     }
-    return __uint_as_float(static_cast<unsigned>(word));
+    return ll_word_value(word);
 }
 
 __device__ __forceinline__ float ll_load(const unsigned long long* p, unsigned flag) {
@@ -444,7 +452,7 @@ __device__ __forceinline__ void ll_wait_words(unsigned long long (&w)[N], unsign
 #ifdef MK_LL_WAIT_SERIAL
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-        while (static_cast<unsigned>(w[j] >> 32) != flag) {
+        while (!ll_carries(w[j], flag)) {
             ll_backoff();
             w[j] = ll_load_word(addr(j));
         }
@@ -454,7 +462,7 @@ __device__ __forceinline__ void ll_wait_words(unsigned long long (&w)[N], unsign
         bool stale = false;
 #pragma unroll
         for (int j = 0; j < N; ++j) {
-            if (static_cast<unsigned>(w[j] >> 32) != flag) {
+            if (!ll_carries(w[j], flag)) {
                 w[j] = ll_load_word(addr(j));
                 stale = true;
             }
@@ -463,10 +471,6 @@ __device__ __forceinline__ void ll_wait_words(unsigned long long (&w)[N], unsign
         ll_backoff();
     }
 #endif
-}
-
-__device__ __forceinline__ float ll_word_value(unsigned long long word) {
-    return __uint_as_float(static_cast<unsigned>(word));
 }
 
 // ---- fixed-point accumulators (dataflow_splitk) --------------------------------------------------
