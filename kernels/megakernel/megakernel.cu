@@ -778,6 +778,19 @@ __device__ __forceinline__ int ring_segment_k(int seg) {
 }
 __device__ __forceinline__ int ring_segment_rows_per_out(int seg) { return seg < 4 * kLayers && seg % 4 == 2 ? 2 : 1; }
 
+// Rows at the end of each block's LM-head slice whose pages stay in L2 from one step to the next
+// (evict_last); the block's other weight pages can be asked to leave L2 first.
+#ifndef MK_LM_L2_KEEP_ROWS
+#define MK_LM_L2_KEEP_ROWS 0
+#endif
+#ifndef MK_WEIGHTS_EVICT_FIRST
+#define MK_WEIGHTS_EVICT_FIRST 0
+#endif
+__device__ __forceinline__ int ring_page_l2(int seg, int end_row, int nrows) {
+    if (MK_LM_L2_KEEP_ROWS > 0 && seg >= 4 * kLayers && end_row > nrows - MK_LM_L2_KEEP_ROWS) return kL2EvictLast;
+    return MK_WEIGHTS_EVICT_FIRST ? kL2EvictFirst : kL2Normal;
+}
+
 // Ring state. `consumed` is the same in every thread; the issue cursor is kept by the issuing warp.
 struct Ring {
     int consumed;  // pages consumed (the next one to consume sits in slot consumed % kRingSlots)
@@ -804,7 +817,8 @@ __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
             const int slot = ring.issued % kRingSlots;
             const bf16_t* base = reinterpret_cast<const bf16_t*>(s.seg_base[ring.next_seg]);
             page_copy_async(s.ring + slot * kPageBytes, base + static_cast<size_t>(ring.next_row) * k,
-                            static_cast<unsigned>(rows * k * 2), s.ring_full + slot);
+                            static_cast<unsigned>(rows * k * 2), s.ring_full + slot,
+                            ring_page_l2(ring.next_seg, ring.next_row + rows, nrows));
             ++ring.issued;
             ring.next_row += rows;
             return;
@@ -2635,6 +2649,18 @@ __device__ long long mk_trace[MK_TRACE_MAX_BLOCKS * MK_TRACE_STRIDE];
 #endif
 __device__ int mk_shared_bytes = mk::kSharedBytes;
 __device__ int mk_shared_bytes_ring = mk::kSharedBytesRing;
+
+#ifndef MK_EMULATE
+// Returns [base, base + bytes) to normal L2 priority: the lines a step kept with evict_last
+// (MK_LM_L2_KEEP_ROWS) would otherwise outlive the decode loop and shrink L2 for other work.
+__global__ void l2_release(const char* base, unsigned long long bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned long long stride = 128ull * gridDim.x * blockDim.x;
+    for (unsigned long long off = 128ull * (blockIdx.x * blockDim.x + threadIdx.x); off < bytes; off += stride)
+        asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"(base + off) : "memory");
+#endif
+}
+#endif
 }
 
 template <int kVariant>
