@@ -120,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
         for position in positions:
             for name in timed:
                 m = _time(builds[name].launcher(args.variant, TOKEN, position), f"{name}@{position}")
-                builds[name].release_l2()
                 out["timings"].append({"set": name, "position": position, "round": round_, "median_s": m.median_s,
                                        "ci_low_s": m.ci_low_s, "ci_high_s": m.ci_high_s})
     if timed:

@@ -84,7 +84,6 @@ class Megakernel:
         module = decode_module(config, own_grid_barrier, trace, defines, options)
         self._module = module
         self._functions = {v: module.get_function(kernel_name(v)).kernel for v in VARIANTS}
-        self._l2_release = module.get_function("l2_release")
         optin = cupy.cuda.Device().attributes["MaxSharedMemoryPerBlockOptin"]
         for v, function in self._functions.items():
             smem = self.variant_shared_bytes[v]
@@ -162,12 +161,6 @@ class Megakernel:
             function(grid, block, args, shared_mem=smem, enable_cooperative_groups=True)
 
         return launch
-
-    def release_l2(self) -> None:
-        """Return the LM-head lines a step keeps in L2 (evict_last) to normal priority, on the current
-        CuPy stream; call it before timing other work after decode steps."""
-        embed = self.buffers["embed"]
-        self._l2_release((self.max_grid_blocks,), (THREADS,), (embed, np.uint64(embed.nbytes)))
 
     def step(self, variant: str, token: int, position: int) -> Any:
         """Run one decode step now; returns the logits array (CuPy, on the GPU)."""

@@ -32,6 +32,16 @@ PARTIAL_STRIDE = HEAD_DIM + 2
 ACC_WORDS_PER_OUTPUT = 16  # kAccWordsPerOutput: room for MK_ACC_COPIES x MK_ACC_STRIDE
 
 
+# counters[]: 2 x kv_heads split-attention arrivals and head-group barrier words, then these slots
+# (megakernel.cu's kGridWordSlot, kLaunchSlot, kAccReadSlot, kLmClaimSlot, kLmDoneSlot).
+COUNTER_SLOTS = ("grid_word", "launches", "acc_readers", "lm_claims", "lm_done")
+
+
+def counter_slot(config: ModelConfig, name: str) -> int:
+    """Index of the counter ``name`` (one of COUNTER_SLOTS) in the ``counters`` buffer."""
+    return 2 * config.kv_heads + COUNTER_SLOTS.index(name)
+
+
 TRACE_EVENTS_PER_LAYER = 30  # MK_TRACE_EVENTS_PER_LAYER (mk_device.cuh)
 RING_SLOTS = 5         # kRingSlots
 PAGE_BYTES = 32768    # kPageBytes
@@ -136,7 +146,7 @@ def scratch_arrays(config: ModelConfig, max_seq: int, max_blocks: int) -> dict[s
         "attn_out": np.full(c.q_dim, f32_nan, dtype=np.float32),
         "act": np.full(c.intermediate, f32_nan, dtype=np.float32),
         "sumsq_partial": np.full(max_blocks, f32_nan, dtype=np.float32),
-        "counters": np.zeros(2 * c.kv_heads + 3, dtype=np.uint32),
+        "counters": np.zeros(2 * c.kv_heads + len(COUNTER_SLOTS), dtype=np.uint32),
         # LL words of the dataflow variant (value, flag): flag 0 never matches a launch's flags.
         # Then dataflow_splitk_o's LL twin of attn_partial (the units' records).
         "ll": np.zeros(c.hidden + c.qkv_rows + c.q_dim + c.intermediate + max_blocks + partial, dtype=np.uint64),

@@ -61,6 +61,8 @@ constexpr int kPartialStride = kHeadDim + 2;  // split-attention record: o[128],
 constexpr int kGridWordSlot = 2 * kKVHeads;   // counters[]: the own grid barrier's word
 constexpr int kLaunchSlot = 2 * kKVHeads + 1; // counters[]: launches of the dataflow variants so far
 constexpr int kAccReadSlot = 2 * kKVHeads + 2; // counters[]: blocks done reading the last layer's accumulator
+constexpr int kLmClaimSlot = 2 * kKVHeads + 3; // counters[]: LM-head chunks claimed (MK_LM_DYNAMIC)
+constexpr int kLmDoneSlot = 2 * kKVHeads + 4;  // counters[]: blocks done with the LM head (MK_LM_DYNAMIC)
 // Fewest keys per split-attention unit in the dataflow variants (a whole number of tiles): every
 // further unit costs the combine a record, and the combine itself a round trip to L2. 64 keys (the
 // most attention_unit_preloaded takes) measured best on the H200 (session 11: at p=50 0.709 vs
@@ -120,9 +122,10 @@ struct MegakernelParams {
     float* attn_out;           // [q_heads * 128]
     float* act;                // [inter]: silu(gate) * up
     float* sumsq_partial;      // [blocks]: per-block sum of squares of the residual rows it wrote
-    unsigned* counters;        // [2 * kv_heads + 3]: split-attention arrivals, head-group barrier words,
+    unsigned* counters;        // [2 * kv_heads + 5]: split-attention arrivals, head-group barrier words,
                                // the grid barrier word (MK_OWN_GRID_BARRIER), the launch count (dataflow),
                                // the last accumulator's readers (dataflow_splitk)
+                               // and the LM head's claimed chunks and finished blocks (MK_LM_DYNAMIC)
     unsigned long long* ll;    // [hidden + qkv rows + q_heads * 128 + inter + blocks + kv_heads * units * gqa * 130]:
                                // LL words (dataflow; the last part: dataflow_splitk_o's unit records)
     const bf16_t* w_down_t;    // [layers][inter][hidden]: w_down transposed (dataflow_splitk)
@@ -215,10 +218,13 @@ constexpr int kSplitOf = T::splitk_o ? kSplitDownO : (T::splitk ? kSplitDown : k
 // ---- shared memory (dynamic; launch.py reads mk_shared_bytes for the launch) ------------------
 constexpr int kMiscFloats = 64;
 constexpr int kStatsSlot = 32;  // misc[32 ..): softmax (max, sum) per q head
+constexpr int kLmSlotRowSlot = 48;  // misc[48 ..): the first LM-head row of the page in each ring slot, -1: the end
+constexpr int kLmVocabSlot = 53;    // misc[53]: the vocabulary size (MK_LM_DYNAMIC's issuing warp)
+constexpr int kLmClaimPtrSlot = 54; // misc[54..55]: &counters[kLmClaimSlot] (MK_LM_DYNAMIC's issuing warp)
 constexpr int kUnitTasksSlot = 61;  // misc[61]: an attention unit's q/k/v tasks done (MK_UNIT_PUMP), a count
 constexpr int kPumpSlot = 62;   // misc[62]: the last wait the probing warp saw end (MK_PUMP_WARP)
 constexpr int kFlagSlot = 63;   // misc[63]: "this block combines" flag
-static_assert(kStatsSlot + 2 * kGqa <= kUnitTasksSlot, "softmax statistics overlap the pump slots");
+static_assert(kStatsSlot + 2 * kGqa <= kLmSlotRowSlot, "softmax statistics overlap the LM head's slots");
 
 // The weight stream (stream variant): every GEMV slice a block reads in one step, in order: per
 // layer QKV, O, gate/up, down, then the LM head.
@@ -240,6 +246,8 @@ constexpr int kSharedBytes = kVecBytes + kPartialBytes + kScoresBytes + kQBytes 
 // per slot: 5 x 32 KB keeps 160 KB per SM in flight, and the largest GEMV slice of a layer (gate/up,
 // 96 KB per SM on 132 blocks) fits whole.
 constexpr int kRingSlots = 5;
+static_assert(kLmSlotRowSlot + kRingSlots <= kLmVocabSlot && kLmClaimPtrSlot % 2 == 0,
+              "the LM head's slot rows overlap misc's other slots");
 constexpr int kPageBytes = 32768;
 constexpr int kRingOffset = (kSharedBytes + 127) / 128 * 128;
 constexpr int kRingTableBytes = round16(kStreamSegments * 8);  // per segment: first row, rows (int2)
@@ -778,19 +786,6 @@ __device__ __forceinline__ int ring_segment_k(int seg) {
 }
 __device__ __forceinline__ int ring_segment_rows_per_out(int seg) { return seg < 4 * kLayers && seg % 4 == 2 ? 2 : 1; }
 
-// Rows at the end of each block's LM-head slice whose pages stay in L2 from one step to the next
-// (evict_last); the block's other weight pages can be asked to leave L2 first.
-#ifndef MK_LM_L2_KEEP_ROWS
-#define MK_LM_L2_KEEP_ROWS 0
-#endif
-#ifndef MK_WEIGHTS_EVICT_FIRST
-#define MK_WEIGHTS_EVICT_FIRST 0
-#endif
-__device__ __forceinline__ int ring_page_l2(int seg, int end_row, int nrows) {
-    if (MK_LM_L2_KEEP_ROWS > 0 && seg >= 4 * kLayers && end_row > nrows - MK_LM_L2_KEEP_ROWS) return kL2EvictLast;
-    return MK_WEIGHTS_EVICT_FIRST ? kL2EvictFirst : kL2Normal;
-}
-
 // Ring state. `consumed` is the same in every thread; the issue cursor is kept by the issuing warp.
 struct Ring {
     int consumed;  // pages consumed (the next one to consume sits in slot consumed % kRingSlots)
@@ -800,6 +795,7 @@ struct Ring {
     int next_seg;  // the next page to issue: rows from next_row of segment next_seg (issuing warp)
     int next_row;
     int pace;      // paced rings: most pages landing at once (issuing warp)
+    int claim;     // MK_LM_DYNAMIC: the LM-head chunk claimed ahead (lane 0 of the issuing warp), -1 before
 };
 
 __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRingIssueWarp; }
@@ -807,8 +803,59 @@ __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRi
 // The issuing warp: the block's next page into slot issued % kRingSlots (which must be free), or
 // a placeholder once the stream has ended. Segment bounds come from the table ring_start built
 // (computing them here costs 64-bit divisions per page).
+// The LM head shared out at run time (MK_LM_DYNAMIC): its rows go in chunks of one page group
+// (kLmChunkRows), block b first taking chunk b and then the next unclaimed one (an atomic counter,
+// claimed a chunk ahead so its round trip overlaps the chunk's pages); each page's first row is
+// left in s.misc[kLmSlotRowSlot + slot] for the consumer, and -1 after the last chunk. With a
+// static split the step ended with its slowest block's slice: blocks' LM heads took 68-80 us
+// (H200, session 18 run 3), some SMs streaming persistently slower than others.
+#ifndef MK_LM_DYNAMIC
+#define MK_LM_DYNAMIC 0
+#endif
+constexpr bool kLmDynamic = MK_LM_DYNAMIC != 0;
+constexpr int kLmSeg = 4 * kLayers;
+constexpr int kLmPageRows = ring_page_rows(kHidden, 1);
+constexpr int kLmChunkRows = kRingGroup * kLmPageRows;
+
+__device__ __forceinline__ int* lm_slot_rows(const Shared& s) { return reinterpret_cast<int*>(s.misc + kLmSlotRowSlot); }
+
+// ring_issue_next's part for the LM head's dynamic chunks (all lanes of the issuing warp).
+__device__ __forceinline__ void ring_issue_lm(const Shared& s, Ring& ring) {
+    const int vocab = reinterpret_cast<const int*>(s.misc)[kLmVocabSlot];
+    const int slot = ring.issued % kRingSlots;
+    const bool lead = (threadIdx.x & 31) == 0;
+    if (ring.next_row % kLmChunkRows == 0 || ring.next_row >= vocab) {  // the chunk is done (or none yet)
+        const int claimed = __shfl_sync(0xffffffffu, ring.claim, 0);
+        const int chunk = claimed < 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(gridDim.x) + claimed;
+        if (chunk * kLmChunkRows >= vocab) {  // no chunk left: the end marker
+            if (lead) lm_slot_rows(s)[slot] = -1;
+            page_arrive_empty(s.ring_full + slot);
+            ++ring.issued;
+            ring.next_seg = kStreamSegments;
+            return;
+        }
+        if (lead) {
+            unsigned* counter = *reinterpret_cast<unsigned* const*>(s.misc + kLmClaimPtrSlot);
+            ring.claim = static_cast<int>(atomicAdd(counter, 1u));
+        }
+        ring.next_row = chunk * kLmChunkRows;
+    }
+    const int rows = min(kLmPageRows, min(vocab, (ring.next_row / kLmChunkRows + 1) * kLmChunkRows) - ring.next_row);
+    const bf16_t* base = reinterpret_cast<const bf16_t*>(s.seg_base[kLmSeg]) -
+                         static_cast<size_t>(s.ring_rows[kLmSeg].x) * kHidden;  // row 0 of the LM head
+    if (lead) lm_slot_rows(s)[slot] = ring.next_row;
+    page_copy_async(s.ring + slot * kPageBytes, base + static_cast<size_t>(ring.next_row) * kHidden,
+                    static_cast<unsigned>(rows * kHidden * 2), s.ring_full + slot);
+    ++ring.issued;
+    ring.next_row += rows;
+}
+
 template <int kSplit = 0>
 __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
+    if (kLmDynamic && ring.next_seg == kLmSeg) {
+        ring_issue_lm(s, ring);
+        return;
+    }
     while (ring.next_seg < kStreamSegments) {
         const int nrows = s.ring_rows[ring.next_seg].y;
         if (ring.next_row < nrows) {
@@ -817,14 +864,17 @@ __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
             const int slot = ring.issued % kRingSlots;
             const bf16_t* base = reinterpret_cast<const bf16_t*>(s.seg_base[ring.next_seg]);
             page_copy_async(s.ring + slot * kPageBytes, base + static_cast<size_t>(ring.next_row) * k,
-                            static_cast<unsigned>(rows * k * 2), s.ring_full + slot,
-                            ring_page_l2(ring.next_seg, ring.next_row + rows, nrows));
+                            static_cast<unsigned>(rows * k * 2), s.ring_full + slot);
             ++ring.issued;
             ring.next_row += rows;
             return;
         }
         ++ring.next_seg;
         ring.next_row = 0;
+        if (kLmDynamic && ring.next_seg == kLmSeg) {
+            ring_issue_lm(s, ring);
+            return;
+        }
     }
     page_copy_none();
     ++ring.issued;
@@ -928,9 +978,13 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
     if (threadIdx.x == 0) {
         for (int i = 0; i < kRingSlots; ++i) page_barrier_init(s.ring_full + i);
         page_barrier_init_fence();
+        if (kLmDynamic) {
+            reinterpret_cast<int*>(s.misc)[kLmVocabSlot] = static_cast<int>(P.vocab);
+            *reinterpret_cast<unsigned**>(s.misc + kLmClaimPtrSlot) = P.counters + kLmClaimSlot;
+        }
     }
     __syncthreads();
-    Ring ring{0, 0, 0, 0, 0, 0, kPacedInFlight<kSplit>};
+    Ring ring{0, 0, 0, 0, 0, 0, kPacedInFlight<kSplit>, -1};
     if (ring_issuer()) {
         for (int i = 0; i < (kPaced ? kPacedInFlight<kSplit> : kRingSlots); ++i) ring_issue_next<kSplit>(s, ring);
     }
@@ -1008,12 +1062,28 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     long long waited = 0;
 #endif
 
-    for (int r0 = 0; r0 < slice.y; r0 += kRingGroup * kPageRows) {
-        const int rows = min(kRingGroup * kPageRows, slice.y - r0);
-        const int pages = ceil_div(rows, kPageRows);
+    // MK_LM_DYNAMIC: the LM head's groups are the chunks the issuing warp claimed, each page's first
+    // row left beside its slot (ring_issue_lm); the group's first page tells the chunk.
+    const bool dynamic = kLmDynamic && kK == kHidden && kRowsPerOut == 1 && seg == kLmSeg;
+    for (int r0 = 0;; r0 += kRingGroup * kPageRows) {
+        int first_row, rows;
 #ifdef MK_TRACE
         const long long wait_start = clock64();
 #endif
+        if (dynamic) {
+            ring_group_acquire<kPaced, kSplit>(s, ring, 1);  // the chunk's first page, or the end marker
+            first_row = lm_slot_rows(s)[ring.consumed % kRingSlots];
+            if (first_row < 0) {
+                ++ring.consumed;
+                break;
+            }
+            rows = min(kRingGroup * kPageRows, reinterpret_cast<const int*>(s.misc)[kLmVocabSlot] - first_row);
+        } else {
+            if (r0 >= slice.y) break;
+            first_row = slice.x + r0;
+            rows = min(kRingGroup * kPageRows, slice.y - r0);
+        }
+        const int pages = ceil_div(rows, kPageRows);
         ring_group_acquire<kPaced, kSplit>(s, ring, pages);
 #ifdef MK_TRACE
         waited += clock64() - wait_start;
@@ -1089,7 +1159,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
                 for (int part = 0; part < kParts; ++part) total += sums[(o * kRowsPerOut + q) * kParts + part];
                 v[q] = total;
             }
-            epilogue_sum += epilogue(slice.x + r0 + o * kRowsPerOut, v);
+            epilogue_sum += epilogue(first_row + o * kRowsPerOut, v);
         }
 #ifdef MK_TRACE
         if (trace_group) MK_MARK(trace_ev + 3);
@@ -2381,7 +2451,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // Weights: the register stream (stream) or the shared-memory ring (ring); either way layer 0's
     // QKV weights are in flight from here on.
     uint4 w[kStreamDepth];
-    Ring ring{0, 0, 0, 0, 0, 0, 0};
+    Ring ring{0, 0, 0, 0, 0, 0, 0, -1};
     if constexpr (T::ring) {
         if (kPumpWarp && T::splitk && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
         if (kUnitPump && T::splitk_o && threadIdx.x == 0)
@@ -2627,6 +2697,14 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     auto store_logit = [&](int row, const float* v) { P.logits[row] = v[0]; return 0.f; };
     gemv(Hidden{}, IntTag<1>{}, 4 * kLayers, store_logit);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 2);
+    if constexpr (T::ring && kLmDynamic) {
+        // Every block's claims are done once it has seen the end marker: the last block through
+        // here zeroes the claim count for the next launch.
+        if (threadIdx.x == 0 && atomicAdd(P.counters + kLmDoneSlot, 1u) == static_cast<unsigned>(nb - 1)) {
+            P.counters[kLmClaimSlot] = 0u;
+            P.counters[kLmDoneSlot] = 0u;
+        }
+    }
     if constexpr (T::splitk) {
         int* last = reinterpret_cast<int*>(s.misc + kFlagSlot);
         if (threadIdx.x == 0) *last = readers_before == static_cast<unsigned>(nb - 1);
@@ -2650,15 +2728,6 @@ __device__ long long mk_trace[MK_TRACE_MAX_BLOCKS * MK_TRACE_STRIDE];
 __device__ int mk_shared_bytes = mk::kSharedBytes;
 __device__ int mk_shared_bytes_ring = mk::kSharedBytesRing;
 
-#ifndef MK_EMULATE
-// Returns [base, base + bytes) to normal L2 priority: the lines a step kept with evict_last
-// (MK_LM_L2_KEEP_ROWS) would otherwise outlive the decode loop and shrink L2 for other work.
-__global__ void l2_release(const char* base, unsigned long long bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned long long stride = 128ull * gridDim.x * blockDim.x;
-    for (unsigned long long off = 128ull * (blockIdx.x * blockDim.x + threadIdx.x); off < bytes; off += stride)
-        asm volatile("applypriority.global.L2::evict_normal [%0], 128;" ::"l"(base + off) : "memory");
-#endif
 }
 #endif
 }

@@ -159,13 +159,9 @@ __device__ __forceinline__ void page_barrier_init_fence() {
 #endif
 }
 
-// How a page's lines are kept in L2 (sm_90 bulk copies; elsewhere every page is kNormal).
-enum L2Priority : int { kL2Normal = 0, kL2EvictFirst = 1, kL2EvictLast = 2 };
-
 // Called by all 32 lanes of the issuing warp: bytes (a multiple of 16; dst and src 16-byte aligned)
 // from global src into shared dst, completing on `bar`.
-__device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsigned bytes, unsigned long long* bar,
-                                                int l2 = kL2Normal) {
+__device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
 #if defined(MK_EMULATE)
     if ((threadIdx.x & 31) == 0) {
         memcpy(dst, src, bytes);
@@ -175,29 +171,29 @@ __device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsi
     if ((threadIdx.x & 31) == 0) {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
                      : "memory");
-        if (l2 == kL2Normal) {
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
-                         : "memory");
-        } else {
-            unsigned long long policy;
-            if (l2 == kL2EvictLast)
-                asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-            else
-                asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-            asm volatile(
-                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-                ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
-                : "memory");
-        }
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
+                     : "memory");
     }
 #else
     (void)bar;
-    (void)l2;
     const unsigned d = shared_address(dst);
     const char* g = static_cast<const char*>(src);
     for (unsigned off = (threadIdx.x & 31) * 16u; off < bytes; off += 512u)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + off), "l"(g + off) : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// Called by all 32 lanes of the issuing warp: completes the slot's current use with no copy (a
+// marker the consumer reads beside the slot).
+__device__ __forceinline__ void page_arrive_empty(unsigned long long* bar) {
+#if defined(MK_EMULATE)
+    if ((threadIdx.x & 31) == 0) ++*bar;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if ((threadIdx.x & 31) == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
+#else
+    (void)bar;
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }

@@ -68,7 +68,8 @@ void sync_block();
 void sync_grid();
 void yield();
 unsigned char* block_shared_memory();
-void warp_exchange(const void* value, void* out, int size, int lane_mask);
+// Every lane of the warp gets lane (lane ^ lane_mask)'s value, or with from_lane lane lane_mask's.
+void warp_exchange(const void* value, void* out, int size, int lane_mask, bool from_lane = false);
 void fail(const char* message);
 
 }  // namespace emu
@@ -85,6 +86,14 @@ inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask) {
     (void)mask;
     T out;
     emu::warp_exchange(&value, &out, sizeof(T), lane_mask);
+    return out;
+}
+
+template <class T>
+inline T __shfl_sync(unsigned mask, T value, int src_lane) {
+    (void)mask;
+    T out;
+    emu::warp_exchange(&value, &out, sizeof(T), src_lane, true);
     return out;
 }
 

@@ -96,13 +96,13 @@ void fail(const char* message) {
 
 unsigned char* block_shared_memory() { return current_block().shared; }
 
-void warp_exchange(const void* value, void* out, int size, int lane_mask) {
+void warp_exchange(const void* value, void* out, int size, int lane_mask, bool from_lane) {
     const int t = static_cast<int>(fibers[current].state.thread_idx.x);
     Warp& warp = current_block().warps[t / 32];
     const int lane = t % 32;
     memcpy(&warp.slots[lane], value, size);
     arrive_and_wait(warp.barrier);
-    memcpy(out, &warp.slots[lane ^ lane_mask], size);
+    memcpy(out, &warp.slots[from_lane ? (lane_mask & 31) : lane ^ lane_mask], size);
     arrive_and_wait(warp.barrier);
 }
 
