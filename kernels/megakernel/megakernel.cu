@@ -2727,9 +2727,6 @@ __device__ long long mk_trace[MK_TRACE_MAX_BLOCKS * MK_TRACE_STRIDE];
 #endif
 __device__ int mk_shared_bytes = mk::kSharedBytes;
 __device__ int mk_shared_bytes_ring = mk::kSharedBytesRing;
-
-}
-#endif
 }
 
 template <int kVariant>
