@@ -795,7 +795,6 @@ struct Ring {
     int next_seg;  // the next page to issue: rows from next_row of segment next_seg (issuing warp)
     int next_row;
     int pace;      // paced rings: most pages landing at once (issuing warp)
-    int claim;     // MK_LM_DYNAMIC: the LM-head chunk claimed ahead (lane 0 of the issuing warp), -1 before
 };
 
 __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRingIssueWarp; }
@@ -803,12 +802,8 @@ __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRi
 // The issuing warp: the block's next page into slot issued % kRingSlots (which must be free), or
 // a placeholder once the stream has ended. Segment bounds come from the table ring_start built
 // (computing them here costs 64-bit divisions per page).
-// The LM head shared out at run time (MK_LM_DYNAMIC): its rows go in chunks of one page group
-// (kLmChunkRows), block b first taking chunk b and then the next unclaimed one (an atomic counter,
-// claimed a chunk ahead so its round trip overlaps the chunk's pages); each page's first row is
-// left in s.misc[kLmSlotRowSlot + slot] for the consumer, and -1 after the last chunk. With a
-// static split the step ended with its slowest block's slice: blocks' LM heads took 68-80 us
-// (H200, session 18 run 3), some SMs streaming persistently slower than others.
+// MK_LM_DYNAMIC (paced rings): the block's stream ends with its static LM-head rows; the LM head
+// then issues its claimed chunks itself (ring_issue_lm), and no placeholder may take their slots.
 #ifndef MK_LM_DYNAMIC
 #define MK_LM_DYNAMIC 0
 #endif
@@ -816,46 +811,10 @@ constexpr bool kLmDynamic = MK_LM_DYNAMIC != 0;
 constexpr int kLmSeg = 4 * kLayers;
 constexpr int kLmPageRows = ring_page_rows(kHidden, 1);
 constexpr int kLmChunkRows = kRingGroup * kLmPageRows;
+constexpr int kLmStaticRows = 2 * kLmChunkRows;
 
-__device__ __forceinline__ int* lm_slot_rows(const Shared& s) { return reinterpret_cast<int*>(s.misc + kLmSlotRowSlot); }
-
-// ring_issue_next's part for the LM head's dynamic chunks (all lanes of the issuing warp).
-__device__ __forceinline__ void ring_issue_lm(const Shared& s, Ring& ring) {
-    const int vocab = reinterpret_cast<const int*>(s.misc)[kLmVocabSlot];
-    const int slot = ring.issued % kRingSlots;
-    const bool lead = (threadIdx.x & 31) == 0;
-    if (ring.next_row % kLmChunkRows == 0 || ring.next_row >= vocab) {  // the chunk is done (or none yet)
-        const int claimed = __shfl_sync(0xffffffffu, ring.claim, 0);
-        const int chunk = claimed < 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(gridDim.x) + claimed;
-        if (chunk * kLmChunkRows >= vocab) {  // no chunk left: the end marker
-            if (lead) lm_slot_rows(s)[slot] = -1;
-            page_arrive_empty(s.ring_full + slot);
-            ++ring.issued;
-            ring.next_seg = kStreamSegments;
-            return;
-        }
-        if (lead) {
-            unsigned* counter = *reinterpret_cast<unsigned* const*>(s.misc + kLmClaimPtrSlot);
-            ring.claim = static_cast<int>(atomicAdd(counter, 1u));
-        }
-        ring.next_row = chunk * kLmChunkRows;
-    }
-    const int rows = min(kLmPageRows, min(vocab, (ring.next_row / kLmChunkRows + 1) * kLmChunkRows) - ring.next_row);
-    const bf16_t* base = reinterpret_cast<const bf16_t*>(s.seg_base[kLmSeg]) -
-                         static_cast<size_t>(s.ring_rows[kLmSeg].x) * kHidden;  // row 0 of the LM head
-    if (lead) lm_slot_rows(s)[slot] = ring.next_row;
-    page_copy_async(s.ring + slot * kPageBytes, base + static_cast<size_t>(ring.next_row) * kHidden,
-                    static_cast<unsigned>(rows * kHidden * 2), s.ring_full + slot);
-    ++ring.issued;
-    ring.next_row += rows;
-}
-
-template <int kSplit = 0>
+template <int kSplit = 0, bool kPaced = false>
 __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
-    if (kLmDynamic && ring.next_seg == kLmSeg) {
-        ring_issue_lm(s, ring);
-        return;
-    }
     while (ring.next_seg < kStreamSegments) {
         const int nrows = s.ring_rows[ring.next_seg].y;
         if (ring.next_row < nrows) {
@@ -869,12 +828,9 @@ __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
             ring.next_row += rows;
             return;
         }
+        if (kPaced && kLmDynamic && ring.next_seg == kLmSeg) return;
         ++ring.next_seg;
         ring.next_row = 0;
-        if (kLmDynamic && ring.next_seg == kLmSeg) {
-            ring_issue_lm(s, ring);
-            return;
-        }
     }
     page_copy_none();
     ++ring.issued;
@@ -925,7 +881,7 @@ __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_i
         ++ring.landed;
     if (ring.issued - ring.landed < max_in_flight && ring.issued < ring.consumed + kRingSlots &&
         ring.next_seg < kStreamSegments)
-        ring_issue_next<kSplit>(s, ring);
+        ring_issue_next<kSplit, true>(s, ring);
 }
 
 // Decoupled pumping (MK_PUMP_WARP): while a block waits for other blocks, one warp polls the probe
@@ -971,32 +927,47 @@ __device__ __forceinline__ void poll_while_pumping(const Shared& s, int probe_wa
 template <bool kPaced = false, int kSplit = 0>
 __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s, int light = 0) {
     for (int i = threadIdx.x; i < kStreamSegments; i += kThreads) {
-        const StreamSlice x = stream_slice<kSplit>(P, i, light);
+        StreamSlice x = stream_slice<kSplit>(P, i, light);
+        if (kPaced && kLmDynamic && i == kLmSeg) {  // the block's static LM rows (ring_issue_lm)
+            x.row0 = min(static_cast<int>(blockIdx.x) * kLmStaticRows, static_cast<int>(P.vocab));
+            x.nrows = min(kLmStaticRows, static_cast<int>(P.vocab) - x.row0);
+            x.base = P.embed + static_cast<size_t>(x.row0) * kHidden;
+        }
         s.seg_base[i] = reinterpret_cast<unsigned long long>(x.base);
         s.ring_rows[i] = make_int2(x.row0, x.nrows);
     }
     if (threadIdx.x == 0) {
         for (int i = 0; i < kRingSlots; ++i) page_barrier_init(s.ring_full + i);
         page_barrier_init_fence();
-        if (kLmDynamic) {
+        if (kPaced && kLmDynamic) {
             reinterpret_cast<int*>(s.misc)[kLmVocabSlot] = static_cast<int>(P.vocab);
             *reinterpret_cast<unsigned**>(s.misc + kLmClaimPtrSlot) = P.counters + kLmClaimSlot;
         }
     }
     __syncthreads();
-    Ring ring{0, 0, 0, 0, 0, 0, kPacedInFlight<kSplit>, -1};
+    Ring ring{0, 0, 0, 0, 0, 0, kPacedInFlight<kSplit>};
     if (ring_issuer()) {
-        for (int i = 0; i < (kPaced ? kPacedInFlight<kSplit> : kRingSlots); ++i) ring_issue_next<kSplit>(s, ring);
+        for (int i = 0; i < (kPaced ? kPacedInFlight<kSplit> : kRingSlots); ++i) ring_issue_next<kSplit, kPaced>(s, ring);
     }
     return ring;
 }
 
+// Who issues a ring's next page: the block's weight stream (StreamIssue), or in the LM head with
+// MK_LM_DYNAMIC its claimed chunks after its static rows (LmIssue).
+template <int kSplit, bool kPaced>
+struct StreamIssue {
+    const Shared& s;
+    Ring& ring;
+    __device__ __forceinline__ void next() { ring_issue_next<kSplit, kPaced>(s, ring); }
+    __device__ __forceinline__ bool more() const { return ring.next_seg < kStreamSegments; }
+};
+
 // A page group of `pages` pages, the next to consume: a paced ring first issues those not yet
 // issued; then every thread waits until all of them have landed.
-template <bool kPaced, int kSplit>
-__device__ __forceinline__ void ring_group_acquire(const Shared& s, Ring& ring, int pages) {
+template <bool kPaced, int kSplit, class Issue>
+__device__ __forceinline__ void ring_group_acquire_by(const Shared& s, Ring& ring, int pages, Issue&& issue) {
     if (kPaced && ring_issuer()) {
-        while (ring.issued < ring.consumed + pages) ring_issue_next<kSplit>(s, ring);
+        while (ring.issued < ring.consumed + pages) issue.next();
     }
     for (int p = 0; p < pages; ++p) {
         const int n = ring.consumed + p;
@@ -1005,24 +976,97 @@ __device__ __forceinline__ void ring_group_acquire(const Shared& s, Ring& ring, 
     page_group_wait(kPaced ? 0 : kRingSlots - pages, ring_issuer());  // paced: no placeholder groups
 }
 
+template <bool kPaced, int kSplit>
+__device__ __forceinline__ void ring_group_acquire(const Shared& s, Ring& ring, int pages) {
+    ring_group_acquire_by<kPaced, kSplit>(s, ring, pages, StreamIssue<kSplit, kPaced>{s, ring});
+}
+
 // After the block barrier that ends a group's reads: its slots are free. The issuing warp refills
 // them (unpaced), every free slot (`refill_all`: the LM head, no exchange follows), or one page
 // at the pace.
-template <bool kPaced, int kSplit>
-__device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, int pages, bool refill_all) {
+template <bool kPaced, int kSplit, class Issue>
+__device__ __forceinline__ void ring_group_release_by(const Shared& s, Ring& ring, int pages, bool refill_all,
+                                                      Issue&& issue) {
     ring.consumed += pages;
     ++ring.groups;
     if (ring_issuer()) {
         if (!kPaced) {
-            for (int p = 0; p < pages; ++p) ring_issue_next<kSplit>(s, ring);
+            for (int p = 0; p < pages; ++p) issue.next();
         } else if (refill_all) {
-            while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments)
-                ring_issue_next<kSplit>(s, ring);
+            while (ring.issued < ring.consumed + kRingSlots && issue.more()) issue.next();
         } else {
             ring_pump<kSplit>(s, ring, ring.pace);
         }
     }
 }
+
+template <bool kPaced, int kSplit>
+__device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, int pages, bool refill_all) {
+    ring_group_release_by<kPaced, kSplit>(s, ring, pages, refill_all, StreamIssue<kSplit, kPaced>{s, ring});
+}
+
+// The LM head shared out at run time (MK_LM_DYNAMIC, paced rings). Block b's stream ends with
+// static rows [b, b + 1) x kLmStaticRows, which the last layer's pumps prefetch as any other page;
+// the rest goes in chunks of one page group (kLmChunkRows), each block taking the next unclaimed
+// one (an atomic counter) until none is left. The issuing warp asks for its next chunk a chunk
+// ahead, so the atomic's round trip overlaps the pages, leaves each claimed page's first row in
+// s.misc[kLmSlotRowSlot + slot] for the consumer, and after the last chunk an end marker (-1, a
+// slot completed without a copy). With a static split the step ended with the slowest block's
+// slice: blocks' LM heads took 68-80 us (H200, session 18 run 3), some SMs persistently slower.
+
+__device__ __forceinline__ int* lm_slot_rows(const Shared& s) { return reinterpret_cast<int*>(s.misc + kLmSlotRowSlot); }
+__device__ __forceinline__ int lm_vocab(const Shared& s) { return reinterpret_cast<const int*>(s.misc)[kLmVocabSlot]; }
+
+template <int kSplit>
+struct LmIssue {
+    const Shared& s;
+    Ring& ring;
+    int claim;   // lane 0 of the issuing warp: the next chunk's claim, asked for a chunk ahead
+    int row;     // the next row to issue of the current claimed chunk, and its end
+    int end;
+    bool ended;  // the end marker is issued
+
+    __device__ __forceinline__ void claim_ahead() {
+        if ((threadIdx.x & 31) == 0) {
+            unsigned* counter = *reinterpret_cast<unsigned* const*>(s.misc + kLmClaimPtrSlot);
+            claim = static_cast<int>(atomicAdd(counter, 1u));
+        }
+    }
+    __device__ __forceinline__ bool static_left() const {
+        return ring.next_seg == kLmSeg && ring.next_row < s.ring_rows[kLmSeg].y;
+    }
+    __device__ __forceinline__ bool more() const { return !ended; }
+    // All lanes of the issuing warp.
+    __device__ __forceinline__ void next() {
+        if (static_left()) {
+            ring_issue_next<kSplit, true>(s, ring);
+            return;
+        }
+        const int slot = ring.issued % kRingSlots;
+        const bool lead = (threadIdx.x & 31) == 0;
+        if (row >= end) {
+            const int chunk = static_cast<int>(gridDim.x) * (kLmStaticRows / kLmChunkRows) +
+                              __shfl_sync(0xffffffffu, claim, 0);
+            if (chunk * kLmChunkRows >= lm_vocab(s)) {
+                if (lead) lm_slot_rows(s)[slot] = -1;
+                page_arrive_empty(s.ring_full + slot);
+                ++ring.issued;
+                ended = true;
+                return;
+            }
+            claim_ahead();
+            row = chunk * kLmChunkRows;
+            end = min(row + kLmChunkRows, lm_vocab(s));
+        }
+        const int rows = min(kLmPageRows, end - row);
+        if (lead) lm_slot_rows(s)[slot] = row;
+        page_copy_async(s.ring + slot * kPageBytes, reinterpret_cast<const bf16_t*>(s.seg_base[kLmSeg]) +
+                                                        static_cast<long long>(row - s.ring_rows[kLmSeg].x) * kHidden,
+                        static_cast<unsigned>(rows * kHidden * 2), s.ring_full + slot);
+        ++ring.issued;
+        row += rows;
+    }
+};
 
 // block_gemv's computation on segment `seg` of the stream, reading the weights from the ring. Pages
 // are taken in groups of up to kRingGroup (a whole QKV, O, gate/up or down slice on 132 blocks):
@@ -1046,7 +1090,7 @@ constexpr int kRingDotUnroll = MK_RING_DOT_UNROLL;
 #define MK_RING_GEMV_SCATTER 1
 #endif
 constexpr bool kRingGemvScatter = MK_RING_GEMV_SCATTER != 0;
-template <int kK, int kRowsPerOut, bool kPaced = false, int kSplit = 0, typename Epilogue>
+template <int kK, int kRowsPerOut, bool kPaced = false, int kSplit = 0, bool kLm = false, typename Epilogue>
 __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s,
                                            const Shared& s, Epilogue epilogue) {
     constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut);
@@ -1062,29 +1106,34 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     long long waited = 0;
 #endif
 
-    // MK_LM_DYNAMIC: the LM head's groups are the chunks the issuing warp claimed, each page's first
-    // row left beside its slot (ring_issue_lm); the group's first page tells the chunk.
-    const bool dynamic = kLmDynamic && kK == kHidden && kRowsPerOut == 1 && seg == kLmSeg;
+    // MK_LM_DYNAMIC: after the block's static rows, the LM head's groups are the chunks its issuing
+    // warp claimed (LmIssue); a group's first page tells the chunk.
+    constexpr bool kDynamic = kLm && kPaced && kLmDynamic && kK == kHidden && kRowsPerOut == 1;
+    LmIssue<kSplit> lm{s, ring, -1, 0, 0, false};
+    if (kDynamic && ring_issuer()) lm.claim_ahead();
     for (int r0 = 0;; r0 += kRingGroup * kPageRows) {
         int first_row, rows;
 #ifdef MK_TRACE
         const long long wait_start = clock64();
 #endif
-        if (dynamic) {
-            ring_group_acquire<kPaced, kSplit>(s, ring, 1);  // the chunk's first page, or the end marker
+        if (kDynamic && r0 >= slice.y) {  // (static rows first, as LmIssue issues them)
+            ring_group_acquire_by<kPaced, kSplit>(s, ring, 1, lm);  // the chunk's first page, or the end marker
             first_row = lm_slot_rows(s)[ring.consumed % kRingSlots];
             if (first_row < 0) {
                 ++ring.consumed;
                 break;
             }
-            rows = min(kRingGroup * kPageRows, reinterpret_cast<const int*>(s.misc)[kLmVocabSlot] - first_row);
+            rows = min(kRingGroup * kPageRows, lm_vocab(s) - first_row);
         } else {
             if (r0 >= slice.y) break;
             first_row = slice.x + r0;
             rows = min(kRingGroup * kPageRows, slice.y - r0);
         }
         const int pages = ceil_div(rows, kPageRows);
-        ring_group_acquire<kPaced, kSplit>(s, ring, pages);
+        if constexpr (kDynamic)
+            ring_group_acquire_by<kPaced, kSplit>(s, ring, pages, lm);
+        else
+            ring_group_acquire<kPaced, kSplit>(s, ring, pages);
 #ifdef MK_TRACE
         waited += clock64() - wait_start;
         // Sub-phases of the first gate/up group: after its page waits, its dot products, the block
@@ -1149,7 +1198,10 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
 #ifdef MK_TRACE
         if (trace_group) MK_MARK(trace_ev + 2);
 #endif
-        ring_group_release<kPaced, kSplit>(s, ring, pages, seg == 4 * kLayers);
+        if constexpr (kDynamic)
+            ring_group_release_by<kPaced, kSplit>(s, ring, pages, true, lm);
+        else
+            ring_group_release<kPaced, kSplit>(s, ring, pages, seg == 4 * kLayers);
         for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
             float v[kRowsPerOut];
 #pragma unroll
@@ -2451,7 +2503,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // Weights: the register stream (stream) or the shared-memory ring (ring); either way layer 0's
     // QKV weights are in flight from here on.
     uint4 w[kStreamDepth];
-    Ring ring{0, 0, 0, 0, 0, 0, 0, -1};
+    Ring ring{0, 0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
         if (kPumpWarp && T::splitk && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
         if (kUnitPump && T::splitk_o && threadIdx.x == 0)
@@ -2695,9 +2747,12 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     if (T::splitk && threadIdx.x == 0) readers_before = atomicAdd(P.counters + kAccReadSlot, 1u);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 1);
     auto store_logit = [&](int row, const float* v) { P.logits[row] = v[0]; return 0.f; };
-    gemv(Hidden{}, IntTag<1>{}, 4 * kLayers, store_logit);
+    if constexpr (T::ring)
+        ring_gemv<kHidden, 1, T::dataflow, kSplit, true>(ring, kLmSeg, s.vec, s, store_logit);
+    else
+        gemv(Hidden{}, IntTag<1>{}, 4 * kLayers, store_logit);
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 2);
-    if constexpr (T::ring && kLmDynamic) {
+    if constexpr (T::ring && T::dataflow && kLmDynamic) {
         // Every block's claims are done once it has seen the end marker: the last block through
         // here zeroes the claim count for the next launch.
         if (threadIdx.x == 0 && atomicAdd(P.counters + kLmDoneSlot, 1u) == static_cast<unsigned>(nb - 1)) {
