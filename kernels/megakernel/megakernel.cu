@@ -811,7 +811,11 @@ constexpr bool kLmDynamic = MK_LM_DYNAMIC != 0;
 constexpr int kLmSeg = 4 * kLayers;
 constexpr int kLmPageRows = ring_page_rows(kHidden, 1);
 constexpr int kLmChunkRows = kRingGroup * kLmPageRows;
-constexpr int kLmStaticRows = 2 * kLmChunkRows;
+#ifndef MK_LM_STATIC_CHUNKS
+#define MK_LM_STATIC_CHUNKS 2
+#endif
+constexpr int kLmStaticRows = MK_LM_STATIC_CHUNKS * kLmChunkRows;  // at least the pages the last layer prefetches
+static_assert(MK_LM_STATIC_CHUNKS >= 1, "MK_LM_STATIC_CHUNKS: at least one chunk per block");
 
 template <int kSplit = 0, bool kPaced = false>
 __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
