@@ -956,23 +956,9 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
     return ring;
 }
 
-// Who issues a ring's next page: the block's weight stream (StreamIssue), or in the LM head with
-// MK_LM_DYNAMIC its claimed chunks after its static rows (LmIssue).
-template <int kSplit, bool kPaced>
-struct StreamIssue {
-    const Shared& s;
-    Ring& ring;
-    __device__ __forceinline__ void next() { ring_issue_next<kSplit, kPaced>(s, ring); }
-    __device__ __forceinline__ bool more() const { return ring.next_seg < kStreamSegments; }
-};
-
-// A page group of `pages` pages, the next to consume: a paced ring first issues those not yet
-// issued; then every thread waits until all of them have landed.
-template <bool kPaced, int kSplit, class Issue>
-__device__ __forceinline__ void ring_group_acquire_by(const Shared& s, Ring& ring, int pages, Issue&& issue) {
-    if (kPaced && ring_issuer()) {
-        while (ring.issued < ring.consumed + pages) issue.next();
-    }
+// Every thread: until the next `pages` pages of the ring have landed.
+template <bool kPaced>
+__device__ __forceinline__ void ring_group_wait(const Shared& s, const Ring& ring, int pages) {
     for (int p = 0; p < pages; ++p) {
         const int n = ring.consumed + p;
         page_wait(s.ring_full + n % kRingSlots, static_cast<unsigned>(n / kRingSlots));
@@ -980,95 +966,96 @@ __device__ __forceinline__ void ring_group_acquire_by(const Shared& s, Ring& rin
     page_group_wait(kPaced ? 0 : kRingSlots - pages, ring_issuer());  // paced: no placeholder groups
 }
 
+// A page group of `pages` pages, the next to consume: a paced ring first issues those not yet
+// issued; then every thread waits until all of them have landed.
 template <bool kPaced, int kSplit>
 __device__ __forceinline__ void ring_group_acquire(const Shared& s, Ring& ring, int pages) {
-    ring_group_acquire_by<kPaced, kSplit>(s, ring, pages, StreamIssue<kSplit, kPaced>{s, ring});
+    if (kPaced && ring_issuer()) {
+        while (ring.issued < ring.consumed + pages) ring_issue_next<kSplit, kPaced>(s, ring);
+    }
+    ring_group_wait<kPaced>(s, ring, pages);
 }
 
 // After the block barrier that ends a group's reads: its slots are free. The issuing warp refills
 // them (unpaced), every free slot (`refill_all`: the LM head, no exchange follows), or one page
 // at the pace.
-template <bool kPaced, int kSplit, class Issue>
-__device__ __forceinline__ void ring_group_release_by(const Shared& s, Ring& ring, int pages, bool refill_all,
-                                                      Issue&& issue) {
+template <bool kPaced, int kSplit>
+__device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, int pages, bool refill_all) {
     ring.consumed += pages;
     ++ring.groups;
     if (ring_issuer()) {
         if (!kPaced) {
-            for (int p = 0; p < pages; ++p) issue.next();
+            for (int p = 0; p < pages; ++p) ring_issue_next<kSplit, kPaced>(s, ring);
         } else if (refill_all) {
-            while (ring.issued < ring.consumed + kRingSlots && issue.more()) issue.next();
+            while (ring.issued < ring.consumed + kRingSlots && ring.next_seg < kStreamSegments)
+                ring_issue_next<kSplit, kPaced>(s, ring);
         } else {
             ring_pump<kSplit>(s, ring, ring.pace);
         }
     }
 }
 
-template <bool kPaced, int kSplit>
-__device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, int pages, bool refill_all) {
-    ring_group_release_by<kPaced, kSplit>(s, ring, pages, refill_all, StreamIssue<kSplit, kPaced>{s, ring});
-}
-
 // The LM head shared out at run time (MK_LM_DYNAMIC, paced rings). Block b's stream ends with
 // static rows [b, b + 1) x kLmStaticRows, which the last layer's pumps prefetch as any other page;
 // the rest goes in chunks of one page group (kLmChunkRows), each block taking the next unclaimed
-// one (an atomic counter) until none is left. The issuing warp asks for its next chunk a chunk
-// ahead, so the atomic's round trip overlaps the pages, leaves each claimed page's first row in
+// one (an atomic counter) until none is left. In the LM head the issuing warp issues every page
+// (LmIssue, from one place: code inlined at every ring issue cost 1 us per layer, session 19 run
+// 3): the rest of the static rows, then the claimed chunks, asking for the next chunk a chunk
+// ahead so the atomic's round trip overlaps the pages; it leaves each page's first row in
 // s.misc[kLmSlotRowSlot + slot] for the consumer, and after the last chunk an end marker (-1, a
 // slot completed without a copy). With a static split the step ended with the slowest block's
 // slice: blocks' LM heads took 68-80 us (H200, session 18 run 3), some SMs persistently slower.
-
 __device__ __forceinline__ int* lm_slot_rows(const Shared& s) { return reinterpret_cast<int*>(s.misc + kLmSlotRowSlot); }
 __device__ __forceinline__ int lm_vocab(const Shared& s) { return reinterpret_cast<const int*>(s.misc)[kLmVocabSlot]; }
 
-template <int kSplit>
 struct LmIssue {
     const Shared& s;
     Ring& ring;
     int claim;   // lane 0 of the issuing warp: the next chunk's claim, asked for a chunk ahead
-    int row;     // the next row to issue of the current claimed chunk, and its end
+    int row;     // the next row to issue (the static rows first), and the end of its chunk
     int end;
     bool ended;  // the end marker is issued
 
+    // At the LM head's start (every thread): the issuing warp goes on with whatever of the static
+    // rows the stream has not issued yet, and asks for its first chunk.
+    __device__ __forceinline__ void begin() {
+        const int2 slice = s.ring_rows[kLmSeg];
+        row = slice.x + (ring.next_seg == kLmSeg ? ring.next_row : 0);
+        end = slice.x + slice.y;
+        ring.next_seg = kStreamSegments;
+        if (ring_issuer() && (threadIdx.x & 31) == 0) claim_ahead();
+    }
     __device__ __forceinline__ void claim_ahead() {
-        if ((threadIdx.x & 31) == 0) {
-            unsigned* counter = *reinterpret_cast<unsigned* const*>(s.misc + kLmClaimPtrSlot);
-            claim = static_cast<int>(atomicAdd(counter, 1u));
-        }
+        unsigned* counter = *reinterpret_cast<unsigned* const*>(s.misc + kLmClaimPtrSlot);
+        claim = static_cast<int>(atomicAdd(counter, 1u));
     }
-    __device__ __forceinline__ bool static_left() const {
-        return ring.next_seg == kLmSeg && ring.next_row < s.ring_rows[kLmSeg].y;
-    }
-    __device__ __forceinline__ bool more() const { return !ended; }
-    // All lanes of the issuing warp.
-    __device__ __forceinline__ void next() {
-        if (static_left()) {
-            ring_issue_next<kSplit, true>(s, ring);
-            return;
-        }
-        const int slot = ring.issued % kRingSlots;
+    // All lanes of the issuing warp: every free slot.
+    __device__ __forceinline__ void refill() {
         const bool lead = (threadIdx.x & 31) == 0;
-        if (row >= end) {
-            const int chunk = static_cast<int>(gridDim.x) * (kLmStaticRows / kLmChunkRows) +
-                              __shfl_sync(0xffffffffu, claim, 0);
-            if (chunk * kLmChunkRows >= lm_vocab(s)) {
-                if (lead) lm_slot_rows(s)[slot] = -1;
-                page_arrive_empty(s.ring_full + slot);
-                ++ring.issued;
-                ended = true;
-                return;
+        while (!ended && ring.issued < ring.consumed + kRingSlots) {
+            const int slot = ring.issued % kRingSlots;
+            if (row >= end) {
+                const int chunk = static_cast<int>(gridDim.x) * (kLmStaticRows / kLmChunkRows) +
+                                  __shfl_sync(0xffffffffu, claim, 0);
+                if (chunk * kLmChunkRows >= lm_vocab(s)) {
+                    if (lead) lm_slot_rows(s)[slot] = -1;
+                    page_arrive_empty(s.ring_full + slot);
+                    ++ring.issued;
+                    ended = true;
+                    return;
+                }
+                if (lead) claim_ahead();
+                row = chunk * kLmChunkRows;
+                end = min(row + kLmChunkRows, lm_vocab(s));
             }
-            claim_ahead();
-            row = chunk * kLmChunkRows;
-            end = min(row + kLmChunkRows, lm_vocab(s));
+            const int rows = min(kLmPageRows, end - row);
+            if (lead) lm_slot_rows(s)[slot] = row;
+            page_copy_async(s.ring + slot * kPageBytes, reinterpret_cast<const bf16_t*>(s.seg_base[kLmSeg]) +
+                                                            static_cast<long long>(row - s.ring_rows[kLmSeg].x) * kHidden,
+                            static_cast<unsigned>(rows * kHidden * 2), s.ring_full + slot);
+            ++ring.issued;
+            row += rows;
         }
-        const int rows = min(kLmPageRows, end - row);
-        if (lead) lm_slot_rows(s)[slot] = row;
-        page_copy_async(s.ring + slot * kPageBytes, reinterpret_cast<const bf16_t*>(s.seg_base[kLmSeg]) +
-                                                        static_cast<long long>(row - s.ring_rows[kLmSeg].x) * kHidden,
-                        static_cast<unsigned>(rows * kHidden * 2), s.ring_full + slot);
-        ++ring.issued;
-        row += rows;
     }
 };
 
@@ -1113,15 +1100,18 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     // MK_LM_DYNAMIC: after the block's static rows, the LM head's groups are the chunks its issuing
     // warp claimed (LmIssue); a group's first page tells the chunk.
     constexpr bool kDynamic = kLm && kPaced && kLmDynamic && kK == kHidden && kRowsPerOut == 1;
-    LmIssue<kSplit> lm{s, ring, -1, 0, 0, false};
-    if (kDynamic && ring_issuer()) lm.claim_ahead();
+    LmIssue lm{s, ring, -1, 0, 0, false};
+    if constexpr (kDynamic) lm.begin();
     for (int r0 = 0;; r0 += kRingGroup * kPageRows) {
         int first_row, rows;
 #ifdef MK_TRACE
         const long long wait_start = clock64();
 #endif
-        if (kDynamic && r0 >= slice.y) {  // (static rows first, as LmIssue issues them)
-            ring_group_acquire_by<kPaced, kSplit>(s, ring, 1, lm);  // the chunk's first page, or the end marker
+        if constexpr (kDynamic) {
+            if (ring_issuer()) lm.refill();
+        }
+        if (kDynamic && r0 >= slice.y) {  // the static rows first, as LmIssue issues them
+            ring_group_wait<kPaced>(s, ring, 1);  // the group's first page, or the end marker
             first_row = lm_slot_rows(s)[ring.consumed % kRingSlots];
             if (first_row < 0) {
                 ++ring.consumed;
@@ -1135,7 +1125,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
         }
         const int pages = ceil_div(rows, kPageRows);
         if constexpr (kDynamic)
-            ring_group_acquire_by<kPaced, kSplit>(s, ring, pages, lm);
+            ring_group_wait<kPaced>(s, ring, pages);  // issued by the refill above
         else
             ring_group_acquire<kPaced, kSplit>(s, ring, pages);
 #ifdef MK_TRACE
@@ -1202,10 +1192,12 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
 #ifdef MK_TRACE
         if (trace_group) MK_MARK(trace_ev + 2);
 #endif
-        if constexpr (kDynamic)
-            ring_group_release_by<kPaced, kSplit>(s, ring, pages, true, lm);
-        else
+        if constexpr (kDynamic) {
+            ring.consumed += pages;  // the next iteration's refill issues into the freed slots
+            ++ring.groups;
+        } else {
             ring_group_release<kPaced, kSplit>(s, ring, pages, seg == 4 * kLayers);
+        }
         for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
             float v[kRowsPerOut];
 #pragma unroll
