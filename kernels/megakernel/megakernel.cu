@@ -803,9 +803,12 @@ __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRi
 // a placeholder once the stream has ended. Segment bounds come from the table ring_start built
 // (computing them here costs 64-bit divisions per page).
 // MK_LM_DYNAMIC (paced rings): the block's stream ends with its static LM-head rows; the LM head
-// then issues its claimed chunks itself (ring_issue_lm), and no placeholder may take their slots.
+// then issues its claimed chunks itself (LmIssue), and no placeholder may take their slots.
+// Against the static split (session 19, dataflow_splitk_o, A/B at p = 1 / 100 / 200 / 1000): H100
+// run 7 1.004x / 1.005x / 1.005x / 1.002x; H200 run 4 (the issuing then inlined at every ring
+// issue) 1.007x / 1.007x / 1.008x / 0.996x.
 #ifndef MK_LM_DYNAMIC
-#define MK_LM_DYNAMIC 0
+#define MK_LM_DYNAMIC 1
 #endif
 constexpr bool kLmDynamic = MK_LM_DYNAMIC != 0;
 constexpr int kLmSeg = 4 * kLayers;
@@ -932,7 +935,7 @@ template <bool kPaced = false, int kSplit = 0>
 __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s, int light = 0) {
     for (int i = threadIdx.x; i < kStreamSegments; i += kThreads) {
         StreamSlice x = stream_slice<kSplit>(P, i, light);
-        if (kPaced && kLmDynamic && i == kLmSeg) {  // the block's static LM rows (ring_issue_lm)
+        if (kPaced && kLmDynamic && i == kLmSeg) {  // the block's static LM rows (LmIssue)
             x.row0 = min(static_cast<int>(blockIdx.x) * kLmStaticRows, static_cast<int>(P.vocab));
             x.nrows = min(kLmStaticRows, static_cast<int>(P.vocab) - x.row0);
             x.base = P.embed + static_cast<size_t>(x.row0) * kHidden;
