@@ -88,6 +88,22 @@ def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     check_emulated_step(WIDE_VOCAB, variant, TINY.kv_heads, 5, False)
 
 
+@pytest.mark.parametrize(
+    ("blocks", "defines"),
+    [
+        (2, ("MK_LM_STATIC_CHUNKS=1",)),  # 46 chunks claimed by 2 blocks; static rows shorter than the ring
+        (13, ()),                          # claims spread over 13 blocks, 2 static chunks each
+        (2, ("MK_LM_DYNAMIC=0",)),         # the static split, each block its share of the rows
+    ],
+    ids=["two-blocks-claim", "thirteen-blocks-claim", "static-split"],
+)
+def test_emulated_lm_head_shared_at_run_time(blocks: int, defines: tuple[str, ...]) -> None:
+    """The paced rings' LM head (MK_LM_DYNAMIC): every row exactly once, whoever claims it, and the
+    claim counters back at zero (check_emulated_step); a claim skipped or taken twice leaves rows
+    unwritten (NaN) or the counters non-zero."""
+    check_emulated_step(WIDE_VOCAB, "dataflow_splitk_o", blocks, 5, False, defines=defines)
+
+
 def test_emulated_splitk_o_merge_lanes_take_several_units() -> None:
     """11 units per head on 24 blocks (one unit per 2 blocks of a group), merged by at most 4 lanes
     per output: lanes take up to three units each."""
