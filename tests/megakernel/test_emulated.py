@@ -104,6 +104,23 @@ def test_emulated_lm_head_shared_at_run_time(blocks: int, defines: tuple[str, ..
     check_emulated_step(WIDE_VOCAB, "dataflow_splitk_o", blocks, 5, False, defines=defines)
 
 
+def test_emulated_lm_head_claims_match_static_split_bitwise() -> None:
+    """Whichever block computes a row, it sums it in the same order: the logits with claimed chunks
+    are bitwise those of the static split (5 blocks, 2 static chunks each, 37 claimed)."""
+    weights = make_weights(WIDE_VOCAB, 3)
+    k, v = random_kv_cache(WIDE_VOCAB, MAX_SEQ, 4)
+    logits = {}
+    for dynamic in (0, 1):
+        buffers = DecodeBuffers.build(WIDE_VOCAB, weights, MAX_SEQ, max_blocks=5)
+        buffers["k_cache"][...] = k
+        buffers["v_cache"][...] = v
+        emulate_decode(buffers, "dataflow_splitk_o", token=9, position=5, blocks=5, seed=7,
+                       defines=(f"MK_LM_DYNAMIC={dynamic}",))
+        logits[dynamic] = buffers["logits"].copy()
+    assert not np.isnan(logits[1]).any()
+    assert np.array_equal(logits[0].view(np.uint32), logits[1].view(np.uint32))
+
+
 def test_emulated_splitk_o_merge_lanes_take_several_units() -> None:
     """11 units per head on 24 blocks (one unit per 2 blocks of a group), merged by at most 4 lanes
     per output: lanes take up to three units each."""
