@@ -817,7 +817,7 @@ constexpr int kLmChunkRows = kRingGroup * kLmPageRows;
 #ifndef MK_LM_STATIC_CHUNKS
 #define MK_LM_STATIC_CHUNKS 2
 #endif
-constexpr int kLmStaticRows = MK_LM_STATIC_CHUNKS * kLmChunkRows;  // at least the pages the last layer prefetches
+constexpr int kLmStaticRows = MK_LM_STATIC_CHUNKS * kLmChunkRows;
 static_assert(MK_LM_STATIC_CHUNKS >= 1, "MK_LM_STATIC_CHUNKS: at least one chunk per block");
 
 template <int kSplit = 0, bool kPaced = false>
@@ -835,6 +835,8 @@ __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
             ring.next_row += rows;
             return;
         }
+        // The stream ends here, issuing nothing: the loops that issue until a page exists (a paced
+        // ring's group acquire, the refill_all release) are never run on the LM head in this mode.
         if (kPaced && kLmDynamic && ring.next_seg == kLmSeg) return;
         ++ring.next_seg;
         ring.next_row = 0;
@@ -2753,7 +2755,10 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 2);
     if constexpr (T::ring && T::dataflow && kLmDynamic) {
         // Every block's claims are done once it has seen the end marker: the last block through
-        // here zeroes the claim count for the next launch.
+        // here zeroes the claim count for the next launch. No fence: each claim is an atomic whose
+        // answer the block used before its end marker, so it was performed in L2 before the block
+        // counted itself done here, and the zeroing store comes after every block did (relaxed
+        // atomics, as the accumulators' last reader in dataflow_splitk).
         if (threadIdx.x == 0 && atomicAdd(P.counters + kLmDoneSlot, 1u) == static_cast<unsigned>(nb - 1)) {
             P.counters[kLmClaimSlot] = 0u;
             P.counters[kLmDoneSlot] = 0u;

@@ -91,11 +91,12 @@ def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
 @pytest.mark.parametrize(
     ("blocks", "defines"),
     [
-        (2, ("MK_LM_STATIC_CHUNKS=1",)),  # 46 chunks claimed by 2 blocks; static rows shorter than the ring
+        (2, ("MK_LM_STATIC_CHUNKS=1",)),  # 45 chunks claimed by 2 blocks; static rows shorter than the ring
         (13, ()),                          # claims spread over 13 blocks, 2 static chunks each
+        (24, ()),                          # more static rows than the vocab: the last blocks have none
         (2, ("MK_LM_DYNAMIC=0",)),         # the static split, each block its share of the rows
     ],
-    ids=["two-blocks-claim", "thirteen-blocks-claim", "static-split"],
+    ids=["two-blocks-claim", "thirteen-blocks-claim", "no-chunk-left", "static-split"],
 )
 def test_emulated_lm_head_shared_at_run_time(blocks: int, defines: tuple[str, ...]) -> None:
     """The paced rings' LM head (MK_LM_DYNAMIC): every row exactly once, whoever claims it, and the
