@@ -96,7 +96,9 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
         "fused_stream_vs_fused@1": 0.89,  # measured 0.9429x [0.9402, 0.9443] (session 5): fused_stream is SLOWER than fused; its predicted 0.53 ms/token did not hold
         "fused_stream_vs_fused@200": 0.91,  # measured 0.9647x [0.9623, 0.9668] (session 5): fused_stream is SLOWER than fused; its predicted 0.53 ms/token did not hold
         "fused_stream_vs_fused@1000": 0.91,
-        # fused_ring's margins come from session 18 (the runs below), after ring_gemv's row sums
+        # fused_ring's margins come from session 18 (H200 run 5, H100 run 6 in
+        # measurements/2026-11-24-*-session18/; session 19's runs 8-11 measured it again, unchanged
+        # code, and every gate passed), after ring_gemv's row sums
         # became one reduce-scatter (bitwise the same sums); session 13 had set them after the
         # ring's dot-product loop was unrolled 4x. The weight ring alone buys 5-9%: its prefetch lands while the grid
         # barriers wait, but each barrier then waits for the bytes in flight (README: where the time goes).
