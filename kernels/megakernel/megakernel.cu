@@ -931,17 +931,8 @@ __device__ __forceinline__ void poll_while_pumping(const Shared& s, int probe_wa
     }
 }
 
-// Pages a paced ring issues at the start of the step, before any exchange (MK_RING_START_PAGES; at
-// least the pace): layer 0 took 5 us longer than the others (session 19 run 4 trace, H200, p=1), its
-// QKV waiting 1.6 us for its first pages.
-#ifndef MK_RING_START_PAGES
-#define MK_RING_START_PAGES 0
-#endif
-template <int kSplit>
-constexpr int kRingStartPages = imax(kPacedInFlight<kSplit>, MK_RING_START_PAGES < kRingSlots ? MK_RING_START_PAGES : kRingSlots);
-
 // The block's segment table and the slots' barriers, then the first pages in flight: kRingSlots,
-// or in a paced ring kRingStartPages.
+// or in a paced ring kRingPacedInFlight.
 template <bool kPaced = false, int kSplit = 0>
 __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shared& s, int light = 0) {
     for (int i = threadIdx.x; i < kStreamSegments; i += kThreads) {
@@ -965,7 +956,7 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
     __syncthreads();
     Ring ring{0, 0, 0, 0, 0, 0, kPacedInFlight<kSplit>};
     if (ring_issuer()) {
-        for (int i = 0; i < (kPaced ? kRingStartPages<kSplit> : kRingSlots); ++i) ring_issue_next<kSplit, kPaced>(s, ring);
+        for (int i = 0; i < (kPaced ? kPacedInFlight<kSplit> : kRingSlots); ++i) ring_issue_next<kSplit, kPaced>(s, ring);
     }
     return ring;
 }
