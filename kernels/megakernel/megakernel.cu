@@ -2475,6 +2475,11 @@ __device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* sr
 // K/V before its queries, and each block's residual rows kept in shared memory (the O and down
 // epilogues of a block update the same rows, so they need not read them back from L2). The
 // dataflow variant runs the same phases with no grid sync: each exchange is LL words.
+#ifndef MK_HALF_LOOP
+#define MK_HALF_LOOP 0
+#endif
+constexpr bool kHalfLoop = MK_HALF_LOOP != 0;
+
 template <int kVariant>
 __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, const int token, const int position) {
     using T = Variant<kVariant>;
@@ -2606,7 +2611,85 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         rmsnorm_into_vec<T>(P, from_embedding, token, weight, s);
     };
 
-    for (layer = 0; layer < kLayers; ++layer) {
+    // Attention with QK-norm, RoPE and the KV-cache write in its prologue, in units of
+    // (kv head, chunk of keys); `rec`: how units of a split head leave their records.
+    auto attention_units_phase = [&](auto rec) {
+        for (int u = b; u < attention_units; u += nb) {
+            const int g = u / split.units, unit = u % split.units;
+            if constexpr (T::dataflow) {
+                const LLIO in{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)};
+                const LLIO out{P.attn_out, ll_buffers(P).attn_out, flag(layer, kLLAttnOut)};
+                if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles) {
+                    if constexpr (T::splitk_o)
+                        attention_unit_preloaded<kUnitKeyWarps>(P, layer, position, g, unit, split, s, in, out,
+                                                                rec, pump, units_busy);
+                    else
+                        attention_unit_preloaded<kUnitKeyWarps>(P, layer, position, g, unit, split, s, in, out,
+                                                                rec);
+                } else {
+                    attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out, rec);
+                }
+            } else {
+                if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
+                    attention_unit_preloaded(P, layer, position, g, unit, split, s);
+                else
+                    attention_unit<true, true>(P, layer, position, g, unit, split, s);
+            }
+        }
+    };
+    if constexpr (T::splitk_o && kHalfLoop) {
+        // dataflow_splitk_o by half layers, so that the code both halves share (the RMSNorm reading an
+        // accumulator, the split-K projection and its publication) is emitted once: the step's code
+        // is at the edge of what the instruction cache holds (README, session 20). Half 2L runs the
+        // input RMSNorm, QKV and attention of layer L, then its O projection; half 2L + 1 the
+        // post-attention RMSNorm, gate/up, then the down projection; half 2 x layers the final
+        // RMSNorm. The same calls in the same order as the loop below.
+        for (int half = 0;; ++half) {
+            layer = half >> 1;
+            const bool attn = (half & 1) == 0;
+            const int ev = layer * MK_TRACE_EVENTS_PER_LAYER;
+            (void)ev;
+            if (attn) MK_MARK(ev + 0);
+            if (half == 0) {
+                rmsnorm_into_vec<T>(P, true, token, P.norm_in, s);
+            } else {
+                // Input / final RMSNorm from the down sums of layer - 1, post-attention from the O sums.
+                const bf16_t* weight = half == 2 * kLayers ? P.norm_final
+                                       : attn              ? P.norm_in + layer * kHidden
+                                                           : P.norm_post + layer * kHidden;
+                rmsnorm_acc(P, attn ? down_slot(layer - 1) : o_slot(layer), weight, s, pump);
+                // The accumulator every block has finished reading (the loop below says why).
+                if (attn || layer > 0) acc_clear(P, attn ? o_slot(layer - 1) : down_slot(layer - 1), false);
+            }
+            MK_MARK(ev + (attn ? 1 : 9));
+            if (half == 2 * kLayers) break;
+            if (attn) {
+                gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
+                MK_MARK(ev + 2);
+                MK_MARK(ev + 3);
+                const LLIO rec{P.attn_partial, ll_buffers(P).partial, flag(layer, kLLAttnOut)};
+                attention_units_phase(rec);
+                MK_MARK(ev + 4);
+                MK_MARK(ev + 5);
+                int o0, no;
+                o_split_rows(b, nb, &o0, &no);
+                if (no > 0)
+                    merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, s, 4 * layer + 1,
+                                       pump);
+                MK_MARK(ev + 6);
+            } else {
+                gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
+                MK_MARK(ev + 10);
+                MK_MARK(ev + 11);
+                MK_MARK(ev + 12);
+            }
+            ring_splitk<true, kSplit>(ring, 4 * layer + (attn ? 1 : 3), attn ? s.vec : s.scores, s);
+            acc_publish(P, attn ? o_slot(layer) : down_slot(layer), s);
+            MK_MARK(ev + (attn ? 7 : 13));
+            MK_MARK(ev + (attn ? 8 : 14));
+        }
+    }
+    for (layer = 0; layer < (T::splitk_o && kHalfLoop ? 0 : kLayers); ++layer) {
         const int ev = layer * MK_TRACE_EVENTS_PER_LAYER;
         (void)ev;
         MK_MARK(ev + 0);
@@ -2624,32 +2707,6 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         exchange_barrier();
         MK_MARK(ev + 3);
 
-        // Attention with QK-norm, RoPE and the KV-cache write in its prologue, in units of
-        // (kv head, chunk of keys); `rec`: how units of a split head leave their records.
-        auto attention_units_phase = [&](auto rec) {
-            for (int u = b; u < attention_units; u += nb) {
-                const int g = u / split.units, unit = u % split.units;
-                if constexpr (T::dataflow) {
-                    const LLIO in{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)};
-                    const LLIO out{P.attn_out, ll_buffers(P).attn_out, flag(layer, kLLAttnOut)};
-                    if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles) {
-                        if constexpr (T::splitk_o)
-                            attention_unit_preloaded<kUnitKeyWarps>(P, layer, position, g, unit, split, s, in, out,
-                                                                    rec, pump, units_busy);
-                        else
-                            attention_unit_preloaded<kUnitKeyWarps>(P, layer, position, g, unit, split, s, in, out,
-                                                                    rec);
-                    } else {
-                        attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out, rec);
-                    }
-                } else {
-                    if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
-                        attention_unit_preloaded(P, layer, position, g, unit, split, s);
-                    else
-                        attention_unit<true, true>(P, layer, position, g, unit, split, s);
-                }
-            }
-        };
         if constexpr (T::splitk_o) {
             // The O projection split over K: the units leave (o, max, sum) records as LL words, and
             // each block merges those of its rows [o0, o0 + no) of W_o^T (o_split_rows) into s.vec
@@ -2738,10 +2795,12 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         MK_MARK(ev + 14);
     }
 
-    // Final RMSNorm and the tied LM head.
-    MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 0);
-    rmsnorm(kLayers == 0, P.norm_final, kLayers - 1, kLLResidualDown);
-    if constexpr (T::splitk_o) acc_clear(P, o_slot(kLayers - 1), false);  // as after each input RMSNorm
+    // Final RMSNorm (the half loop's last half) and the tied LM head.
+    if constexpr (!(T::splitk_o && kHalfLoop)) {
+        MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 0);
+        rmsnorm(kLayers == 0, P.norm_final, kLayers - 1, kLLResidualDown);
+        if constexpr (T::splitk_o) acc_clear(P, o_slot(kLayers - 1), false);  // as after each input RMSNorm
+    }
     // dataflow_splitk: the block has read the last layer's accumulator; the last block to say so
     // zeroes it after the LM head (the atomic's answer is not needed before then).
     unsigned readers_before = 0u;
