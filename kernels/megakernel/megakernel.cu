@@ -1086,11 +1086,16 @@ constexpr int kRingDotUnroll = MK_RING_DOT_UNROLL;
 #define MK_RING_GEMV_SCATTER 1
 #endif
 constexpr bool kRingGemvScatter = MK_RING_GEMV_SCATTER != 0;
+// kRowsPerOut 0: `rows_per_out` (1 or 2) chosen at run time, for a call site that runs both the QKV
+// and the gate/up GEMV (MK_HALF_GEMV); their pages have the same shape there.
 template <int kK, int kRowsPerOut, bool kPaced = false, int kSplit = 0, bool kLm = false, typename Epilogue>
 __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s,
-                                           const Shared& s, Epilogue epilogue) {
-    constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut);
-    constexpr int kParts = ring_parts(kK, kRowsPerOut);
+                                           const Shared& s, Epilogue epilogue, int rows_per_out = kRowsPerOut) {
+    static_assert(kRowsPerOut > 0 || (ring_page_rows(kK, 1) == ring_page_rows(kK, 2) &&
+                                      ring_parts(kK, 1) == ring_parts(kK, 2)),
+                  "one GEMV for one and two rows per output needs one page shape");
+    constexpr int kPageRows = ring_page_rows(kK, kRowsPerOut > 0 ? kRowsPerOut : 2);
+    constexpr int kParts = ring_parts(kK, kRowsPerOut > 0 ? kRowsPerOut : 2);
     constexpr int kPartChunks = kK / 8 / kParts;  // 16-byte chunks per item, a multiple of 32
     constexpr int kRowChunks = kK / 8;
     constexpr int kWarpsPerPart = kWarps / kParts;
@@ -1203,16 +1208,31 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
         } else {
             ring_group_release<kPaced, kSplit>(s, ring, pages, seg == 4 * kLayers);
         }
-        for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
-            float v[kRowsPerOut];
+        if constexpr (kRowsPerOut > 0) {
+            for (int o = tid; o < rows / kRowsPerOut; o += kThreads) {
+                float v[kRowsPerOut];
 #pragma unroll
-            for (int q = 0; q < kRowsPerOut; ++q) {
-                float total = 0.f;
+                for (int q = 0; q < kRowsPerOut; ++q) {
+                    float total = 0.f;
 #pragma unroll
-                for (int part = 0; part < kParts; ++part) total += sums[(o * kRowsPerOut + q) * kParts + part];
-                v[q] = total;
+                    for (int part = 0; part < kParts; ++part) total += sums[(o * kRowsPerOut + q) * kParts + part];
+                    v[q] = total;
+                }
+                epilogue_sum += epilogue(first_row + o * kRowsPerOut, v);
             }
-            epilogue_sum += epilogue(first_row + o * kRowsPerOut, v);
+        } else {
+            const int shift = rows_per_out - 1;
+            for (int o = tid; o < rows >> shift; o += kThreads) {
+                float v[2] = {0.f, 0.f};
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    if (q <= shift) {
+#pragma unroll
+                        for (int part = 0; part < kParts; ++part) v[q] += sums[((o << shift) + q) * kParts + part];
+                    }
+                }
+                epilogue_sum += epilogue(first_row + (o << shift), v);
+            }
         }
 #ifdef MK_TRACE
         if (trace_group) MK_MARK(trace_ev + 3);
@@ -1751,6 +1771,11 @@ constexpr bool kUnitSmallSoftmax = MK_UNIT_SMALL_SOFTMAX != 0 && kAttnPreloadTil
 // MK_ATTN_BLOCK_PACE and the tasks stay on warps 0-3. H200 (session 14, against no unit pumping,
 // p = 1 / 200 / 400 / 600 / 1000): 25% 0.992x / 0.997x / 1.003x / 1.012x / 1.036x with the tasks moved
 // at every unit count; below the share the move alone cost 0.4% at p=1, hence the two layouts.
+// The unit's q/k/v tasks from one call site in either layout (MK_UNIT_PUMP's or not).
+#ifndef MK_UNIT_ONE_QK
+#define MK_UNIT_ONE_QK 1
+#endif
+constexpr bool kUnitOneQkTask = MK_UNIT_ONE_QK != 0;
 #ifndef MK_UNIT_PUMP
 #define MK_UNIT_PUMP 25
 #endif
@@ -1794,7 +1819,25 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     // 1. Queries (shared memory); the last unit's tasks kGqa, kGqa + 1 write the K and V rows of
     //    `position` to the cache and to s.kv_row. Task t runs on warp t (`pumping`, MK_UNIT_PUMP:
     //    on the warps other than the issuing warp, which pumps the ring meanwhile).
-    if (kUnitPump && pumping) {
+    if constexpr (kUnitOneQkTask) {
+        // The same tasks from one call site (its code emitted once; qk_task writes q_dst for a q
+        // head only, row_s for the K and V rows only).
+        const int tasks = writes_row ? kGqa + 2 : kGqa;
+        unsigned* done = reinterpret_cast<unsigned*>(s.misc + kUnitTasksSlot);
+        const bool pump_here = kUnitPump && pumping;
+        const int task = pump_here && warp > kRingIssueWarp ? warp - 1 : warp;
+        if (pump_here && warp == kRingIssueWarp) {
+            while (!warp_all(*reinterpret_cast<volatile unsigned*>(done) >= static_cast<unsigned>(tasks))) {
+                pump();
+                ll_backoff();
+            }
+        } else if (task < tasks) {
+            qk_task<true>(P, layer, position, g, task, s.q + task * kHeadDim, s.kv_row + (task - kGqa) * kHeadDim, in);
+            if (pump_here && lane == 0) atomicAdd(done, 1u);
+        }
+        __syncthreads();
+        if (pump_here && tid == 0) *done = 0u;  // read again only after later barriers
+    } else if (kUnitPump && pumping) {
         const int task = warp > kRingIssueWarp ? warp - 1 : warp;
         const int tasks = writes_row ? kGqa + 2 : kGqa;
         // Tasks done: only ends the pumping (the block barrier below orders their results).
@@ -2476,9 +2519,16 @@ __device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* sr
 // epilogues of a block update the same rows, so they need not read them back from L2). The
 // dataflow variant runs the same phases with no grid sync: each exchange is LL words.
 #ifndef MK_HALF_LOOP
-#define MK_HALF_LOOP 0
+#define MK_HALF_LOOP 1
 #endif
 constexpr bool kHalfLoop = MK_HALF_LOOP != 0;
+// In the half loop, the QKV and gate/up GEMVs from one call site, where their pages have one shape
+// (Qwen3-0.6B's: 16 rows; an odd count for one row per output differs).
+#ifndef MK_HALF_GEMV
+#define MK_HALF_GEMV 1
+#endif
+constexpr bool kHalfGemv = MK_HALF_GEMV != 0 && ring_page_rows(kHidden, 1) == ring_page_rows(kHidden, 2) &&
+                           ring_parts(kHidden, 1) == ring_parts(kHidden, 2);
 
 template <int kVariant>
 __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, const int token, const int position) {
@@ -2663,8 +2713,13 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             }
             MK_MARK(ev + (attn ? 1 : 9));
             if (half == 2 * kLayers) break;
+            if constexpr (kHalfGemv) {  // one GEMV for QKV and gate/up: its code emitted once
+                ring_gemv<kHidden, 0, T::dataflow, kSplit>(
+                    ring, 4 * layer + (attn ? 0 : 2), s.vec, s,
+                    [&](int row, const float* v) { return attn ? store_qkv(row, v) : swiglu(row, v); }, attn ? 1 : 2);
+            }
             if (attn) {
-                gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
+                if constexpr (!kHalfGemv) gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
                 MK_MARK(ev + 2);
                 MK_MARK(ev + 3);
                 const LLIO rec{P.attn_partial, ll_buffers(P).partial, flag(layer, kLLAttnOut)};
@@ -2678,7 +2733,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                                        pump);
                 MK_MARK(ev + 6);
             } else {
-                gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
+                if constexpr (!kHalfGemv) gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
                 MK_MARK(ev + 10);
                 MK_MARK(ev + 11);
                 MK_MARK(ev + 12);
