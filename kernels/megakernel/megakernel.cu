@@ -1771,11 +1771,6 @@ constexpr bool kUnitSmallSoftmax = MK_UNIT_SMALL_SOFTMAX != 0 && kAttnPreloadTil
 // MK_ATTN_BLOCK_PACE and the tasks stay on warps 0-3. H200 (session 14, against no unit pumping,
 // p = 1 / 200 / 400 / 600 / 1000): 25% 0.992x / 0.997x / 1.003x / 1.012x / 1.036x with the tasks moved
 // at every unit count; below the share the move alone cost 0.4% at p=1, hence the two layouts.
-// The unit's q/k/v tasks from one call site in either layout (MK_UNIT_PUMP's or not).
-#ifndef MK_UNIT_ONE_QK
-#define MK_UNIT_ONE_QK 1
-#endif
-constexpr bool kUnitOneQkTask = MK_UNIT_ONE_QK != 0;
 #ifndef MK_UNIT_PUMP
 #define MK_UNIT_PUMP 25
 #endif
@@ -1819,25 +1814,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     // 1. Queries (shared memory); the last unit's tasks kGqa, kGqa + 1 write the K and V rows of
     //    `position` to the cache and to s.kv_row. Task t runs on warp t (`pumping`, MK_UNIT_PUMP:
     //    on the warps other than the issuing warp, which pumps the ring meanwhile).
-    if constexpr (kUnitOneQkTask) {
-        // The same tasks from one call site (its code emitted once; qk_task writes q_dst for a q
-        // head only, row_s for the K and V rows only).
-        const int tasks = writes_row ? kGqa + 2 : kGqa;
-        unsigned* done = reinterpret_cast<unsigned*>(s.misc + kUnitTasksSlot);
-        const bool pump_here = kUnitPump && pumping;
-        const int task = pump_here && warp > kRingIssueWarp ? warp - 1 : warp;
-        if (pump_here && warp == kRingIssueWarp) {
-            while (!warp_all(*reinterpret_cast<volatile unsigned*>(done) >= static_cast<unsigned>(tasks))) {
-                pump();
-                ll_backoff();
-            }
-        } else if (task < tasks) {
-            qk_task<true>(P, layer, position, g, task, s.q + task * kHeadDim, s.kv_row + (task - kGqa) * kHeadDim, in);
-            if (pump_here && lane == 0) atomicAdd(done, 1u);
-        }
-        __syncthreads();
-        if (pump_here && tid == 0) *done = 0u;  // read again only after later barriers
-    } else if (kUnitPump && pumping) {
+    if (kUnitPump && pumping) {
         const int task = warp > kRingIssueWarp ? warp - 1 : warp;
         const int tasks = writes_row ? kGqa + 2 : kGqa;
         // Tasks done: only ends the pumping (the block barrier below orders their results).
