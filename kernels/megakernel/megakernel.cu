@@ -814,6 +814,11 @@ constexpr bool kLmDynamic = MK_LM_DYNAMIC != 0;
 constexpr int kLmSeg = 4 * kLayers;
 constexpr int kLmPageRows = ring_page_rows(kHidden, 1);
 constexpr int kLmChunkRows = kRingGroup * kLmPageRows;
+// The claimed LM-head chunks' lines first out of L2 (MK_LM_EVICT_FIRST; sm_90).
+#ifndef MK_LM_EVICT_FIRST
+#define MK_LM_EVICT_FIRST 0
+#endif
+constexpr bool kLmEvictFirst = MK_LM_EVICT_FIRST != 0;
 #ifndef MK_LM_STATIC_CHUNKS
 #define MK_LM_STATIC_CHUNKS 2
 #endif
@@ -1055,7 +1060,7 @@ struct LmIssue {
             }
             const int rows = min(kLmPageRows, end - row);
             if (lead) lm_slot_rows(s)[slot] = row;
-            page_copy_async(s.ring + slot * kPageBytes, reinterpret_cast<const bf16_t*>(s.seg_base[kLmSeg]) +
+            page_copy_async<kLmEvictFirst>(s.ring + slot * kPageBytes, reinterpret_cast<const bf16_t*>(s.seg_base[kLmSeg]) +
                                                             static_cast<long long>(row - s.ring_rows[kLmSeg].x) * kHidden,
                             static_cast<unsigned>(rows * kHidden * 2), s.ring_full + slot);
             ++ring.issued;

@@ -161,6 +161,9 @@ __device__ __forceinline__ void page_barrier_init_fence() {
 
 // Called by all 32 lanes of the issuing warp: bytes (a multiple of 16; dst and src 16-byte aligned)
 // from global src into shared dst, completing on `bar`.
+// kEvictFirst (sm_90): the lines leave L2 before any others (the LM head's, so that what the next
+// step starts with, its code among them, is still there).
+template <bool kEvictFirst = false>
 __device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
 #if defined(MK_EMULATE)
     if ((threadIdx.x & 31) == 0) {
@@ -171,9 +174,18 @@ __device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsi
     if ((threadIdx.x & 31) == 0) {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
                      : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
-                     : "memory");
+        if constexpr (kEvictFirst) {
+            unsigned long long policy;
+            asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+            asm volatile(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
+                : "memory");
+        } else {
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
+                         : "memory");
+        }
     }
 #else
     (void)bar;
