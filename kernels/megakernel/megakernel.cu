@@ -819,12 +819,6 @@ constexpr int kLmChunkRows = kRingGroup * kLmPageRows;
 #define MK_LM_EVICT_FIRST 1
 #endif
 constexpr bool kLmEvictFirst = MK_LM_EVICT_FIRST != 0;
-// Segments at the step's start (layer 0's QKV, O, gate/up, down) whose slices a block prefetches into
-// L2 once it has claimed its last LM-head chunk (MK_NEXT_STEP_PREFETCH; sm_90), for the next step.
-#ifndef MK_NEXT_STEP_PREFETCH
-#define MK_NEXT_STEP_PREFETCH 0
-#endif
-constexpr int kNextStepPrefetch = MK_NEXT_STEP_PREFETCH;
 #ifndef MK_LM_STATIC_CHUNKS
 #define MK_LM_STATIC_CHUNKS 2
 #endif
@@ -1024,7 +1018,6 @@ __device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, 
 __device__ __forceinline__ int* lm_slot_rows(const Shared& s) { return reinterpret_cast<int*>(s.misc + kLmSlotRowSlot); }
 __device__ __forceinline__ int lm_vocab(const Shared& s) { return reinterpret_cast<const int*>(s.misc)[kLmVocabSlot]; }
 
-template <int kSplit>
 struct LmIssue {
     const Shared& s;
     Ring& ring;
@@ -1055,13 +1048,7 @@ struct LmIssue {
                 const int chunk = static_cast<int>(gridDim.x) * (kLmStaticRows / kLmChunkRows) +
                                   __shfl_sync(0xffffffffu, claim, 0);
                 if (chunk * kLmChunkRows >= lm_vocab(s)) {
-                    if (lead) {
-                        lm_slot_rows(s)[slot] = -1;
-                        // The next step's first weights towards L2, while the other blocks finish.
-                        for (int seg = 0; seg < kNextStepPrefetch; ++seg)
-                            prefetch_l2_async(reinterpret_cast<const void*>(s.seg_base[seg]), static_cast<unsigned>(s.ring_rows[seg].y) *
-                                                                   static_cast<unsigned>(ring_segment_k<kSplit>(seg)) * 2u);
-                    }
+                    if (lead) lm_slot_rows(s)[slot] = -1;
                     page_arrive_empty(s.ring_full + slot);
                     ++ring.issued;
                     ended = true;
@@ -1128,7 +1115,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     // MK_LM_DYNAMIC: after the block's static rows, the LM head's groups are the chunks its issuing
     // warp claimed (LmIssue); a group's first page tells the chunk.
     constexpr bool kDynamic = kLm && kPaced && kLmDynamic && kK == kHidden && kRowsPerOut == 1;
-    LmIssue<kSplit> lm{s, ring, -1, 0, 0, false};
+    LmIssue lm{s, ring, -1, 0, 0, false};
     if constexpr (kDynamic) lm.begin();
     for (int r0 = 0;; r0 += kRingGroup * kPageRows) {
         int first_row, rows;
