@@ -1060,9 +1060,10 @@ struct LmIssue {
             }
             const int rows = min(kLmPageRows, end - row);
             if (lead) lm_slot_rows(s)[slot] = row;
-            page_copy_async<kLmEvictFirst>(s.ring + slot * kPageBytes, reinterpret_cast<const bf16_t*>(s.seg_base[kLmSeg]) +
-                                                            static_cast<long long>(row - s.ring_rows[kLmSeg].x) * kHidden,
-                            static_cast<unsigned>(rows * kHidden * 2), s.ring_full + slot);
+            const bf16_t* lm_rows = reinterpret_cast<const bf16_t*>(s.seg_base[kLmSeg]);
+            page_copy_async<kLmEvictFirst>(s.ring + slot * kPageBytes,
+                                           lm_rows + static_cast<long long>(row - s.ring_rows[kLmSeg].x) * kHidden,
+                                           static_cast<unsigned>(rows * kHidden * 2), s.ring_full + slot);
             ++ring.issued;
             row += rows;
         }
@@ -2675,7 +2676,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         // is at the edge of what the instruction cache holds (README, session 20). Half 2L runs the
         // input RMSNorm, QKV and attention of layer L, then its O projection; half 2L + 1 the
         // post-attention RMSNorm, gate/up, then the down projection; half 2 x layers the final
-        // RMSNorm. The same calls in the same order as the loop below.
+        // RMSNorm. The same calls in the same order as the other variants' layer loop below.
         for (int half = 0;; ++half) {
             layer = half >> 1;
             const bool attn = (half & 1) == 0;
@@ -2690,7 +2691,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                                        : attn              ? P.norm_in + layer * kHidden
                                                            : P.norm_post + layer * kHidden;
                 rmsnorm_acc(P, attn ? down_slot(layer - 1) : o_slot(layer), weight, s, pump);
-                // The accumulator every block has finished reading (the loop below says why).
+                // The accumulator every block has finished reading (the layer loop below says why).
                 if (attn || layer > 0) acc_clear(P, attn ? o_slot(layer - 1) : down_slot(layer - 1), false);
             }
             MK_MARK(ev + (attn ? 1 : 9));
@@ -2725,119 +2726,120 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             MK_MARK(ev + (attn ? 7 : 13));
             MK_MARK(ev + (attn ? 8 : 14));
         }
-    }
-    for (layer = 0; layer < (T::splitk_o && kHalfLoop ? 0 : kLayers); ++layer) {
-        const int ev = layer * MK_TRACE_EVENTS_PER_LAYER;
-        (void)ev;
-        MK_MARK(ev + 0);
-        // QKV projection (the input RMSNorm is computed by every block).
-        rmsnorm(layer == 0, P.norm_in + layer * kHidden, layer - 1, kLLResidualDown);
-        if constexpr (T::splitk_o) {
-            // Every block has added its down partial of the last layer, each computed after its
-            // whole read of that layer's O accumulator: this block zeroes its share for the next
-            // launch.
-            if (layer > 0) acc_clear(P, o_slot(layer - 1), false);
-        }
-        MK_MARK(ev + 1);
-        gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
-        MK_MARK(ev + 2);
-        exchange_barrier();
-        MK_MARK(ev + 3);
-
-        if constexpr (T::splitk_o) {
-            // The O projection split over K: the units leave (o, max, sum) records as LL words, and
-            // each block merges those of its rows [o0, o0 + no) of W_o^T (o_split_rows) into s.vec
-            // (its QKV input is consumed); its partial of the whole O output goes into the layer's
-            // O accumulator, and the post-attention RMSNorm adds the blocks' partials to the
-            // residual. Neither a combine nor the whole attention output crosses between blocks.
-            const LLIO rec{P.attn_partial, ll_buffers(P).partial, flag(layer, kLLAttnOut)};
-            attention_units_phase(rec);
-            MK_MARK(ev + 4);
-            MK_MARK(ev + 5);
-            int o0, no;
-            o_split_rows(b, nb, &o0, &no);
-            if (no > 0)  // wait id 4L + 1: between the rmsnorm_acc waits of this layer (2 slot + 2)
-                merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, s, 4 * layer + 1, pump);
-            MK_MARK(ev + 6);
-            ring_splitk<true, kSplit>(ring, 4 * layer + 1, s.vec, s);
-            acc_publish(P, o_slot(layer), s);
-            MK_MARK(ev + 7);
-            MK_MARK(ev + 8);
-            rmsnorm_acc(P, o_slot(layer), P.norm_post + layer * kHidden, s, pump);
-        } else {
-            attention_units_phase(PlainIO{});
-            MK_MARK(ev + 4);
+    } else {
+        for (layer = 0; layer < kLayers; ++layer) {
+            const int ev = layer * MK_TRACE_EVENTS_PER_LAYER;
+            (void)ev;
+            MK_MARK(ev + 0);
+            // QKV projection (the input RMSNorm is computed by every block).
+            rmsnorm(layer == 0, P.norm_in + layer * kHidden, layer - 1, kLLResidualDown);
+            if constexpr (T::splitk_o) {
+                // Every block has added its down partial of the last layer, each computed after its
+                // whole read of that layer's O accumulator: this block zeroes its share for the next
+                // launch.
+                if (layer > 0) acc_clear(P, o_slot(layer - 1), false);
+            }
+            MK_MARK(ev + 1);
+            gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
+            MK_MARK(ev + 2);
             exchange_barrier();
-            MK_MARK(ev + 5);
+            MK_MARK(ev + 3);
 
-            // O-projection + residual, publishing the next RMSNorm's partial sums of squares.
-            if constexpr (T::dataflow) {
-                // Probes: the last output of each kv head's group of q heads (the unit or the combine
-                // that writes it writes the whole group).
-                ll_vector_to_shared<kQDim>(ll_buffers(P).attn_out, flag(layer, kLLAttnOut), s.vec, kKVHeads,
-                                           [](int g) { return (g + 1) * kGqa * kHeadDim - 1; }, pump);
+            if constexpr (T::splitk_o) {
+                // The O projection split over K: the units leave (o, max, sum) records as LL words, and
+                // each block merges those of its rows [o0, o0 + no) of W_o^T (o_split_rows) into s.vec
+                // (its QKV input is consumed); its partial of the whole O output goes into the layer's
+                // O accumulator, and the post-attention RMSNorm adds the blocks' partials to the
+                // residual. Neither a combine nor the whole attention output crosses between blocks.
+                const LLIO rec{P.attn_partial, ll_buffers(P).partial, flag(layer, kLLAttnOut)};
+                attention_units_phase(rec);
+                MK_MARK(ev + 4);
+                MK_MARK(ev + 5);
+                int o0, no;
+                o_split_rows(b, nb, &o0, &no);
+                if (no > 0)  // wait id 4L + 1: between the rmsnorm_acc waits of this layer (2 slot + 2)
+                    merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, s, 4 * layer + 1, pump);
+                MK_MARK(ev + 6);
+                ring_splitk<true, kSplit>(ring, 4 * layer + 1, s.vec, s);
+                acc_publish(P, o_slot(layer), s);
+                MK_MARK(ev + 7);
+                MK_MARK(ev + 8);
+                rmsnorm_acc(P, o_slot(layer), P.norm_post + layer * kHidden, s, pump);
             } else {
-                load_vector_to_shared(P.attn_out, kQDim, s.vec);
+                attention_units_phase(PlainIO{});
+                MK_MARK(ev + 4);
+                exchange_barrier();
+                MK_MARK(ev + 5);
+
+                // O-projection + residual, publishing the next RMSNorm's partial sums of squares.
+                if constexpr (T::dataflow) {
+                    // Probes: the last output of each kv head's group of q heads (the unit or the combine
+                    // that writes it writes the whole group).
+                    ll_vector_to_shared<kQDim>(ll_buffers(P).attn_out, flag(layer, kLLAttnOut), s.vec, kKVHeads,
+                                               [](int g) { return (g + 1) * kGqa * kHeadDim - 1; }, pump);
+                } else {
+                    load_vector_to_shared(P.attn_out, kQDim, s.vec);
+                }
+                MK_MARK(ev + 6);
+                {
+                    const StreamSlice x = stream_slice(P, 4 * layer + 1);
+                    publish(gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_o), x.nrows, kLLResidualO);
+                }
+                MK_MARK(ev + 7);
+                exchange_barrier();
+                MK_MARK(ev + 8);
+
+                // Post-attention RMSNorm, gate/up, SiLU * up.
+                rmsnorm(false, P.norm_post + layer * kHidden, layer, kLLResidualO);
             }
-            MK_MARK(ev + 6);
-            {
-                const StreamSlice x = stream_slice(P, 4 * layer + 1);
-                publish(gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_o), x.nrows, kLLResidualO);
+            if constexpr (T::splitk) {
+                // Every block has now published this layer's residual rows (dataflow_splitk_o: added its
+                // O partial, counted in the O accumulator just read), each computed from its whole read
+                // of the previous layer's down sums: they are free, and this block zeroes its share for
+                // the next launch. (The last layer's: after the LM head.)
+                if (layer > 0) acc_clear(P, down_slot(layer - 1), false);
             }
-            MK_MARK(ev + 7);
+            MK_MARK(ev + 9);
+            gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
+            MK_MARK(ev + 10);
             exchange_barrier();
-            MK_MARK(ev + 8);
+            MK_MARK(ev + 11);
 
-            // Post-attention RMSNorm, gate/up, SiLU * up.
-            rmsnorm(false, P.norm_post + layer * kHidden, layer, kLLResidualO);
-        }
-        if constexpr (T::splitk) {
-            // Every block has now published this layer's residual rows (dataflow_splitk_o: added its
-            // O partial, counted in the O accumulator just read), each computed from its whole read
-            // of the previous layer's down sums: they are free, and this block zeroes its share for
-            // the next launch. (The last layer's: after the LM head.)
-            if (layer > 0) acc_clear(P, down_slot(layer - 1), false);
-        }
-        MK_MARK(ev + 9);
-        gemv(Hidden{}, IntTag<2>{}, 4 * layer + 2, swiglu);
-        MK_MARK(ev + 10);
-        exchange_barrier();
-        MK_MARK(ev + 11);
-
-        // Down projection + residual.
-        if constexpr (T::splitk) {
-            // The block's partial of the whole output, into the layer's accumulator; the next
-            // RMSNorm adds it to the residual.
+            // Down projection + residual.
+            if constexpr (T::splitk) {
+                // The block's partial of the whole output, into the layer's accumulator; the next
+                // RMSNorm adds it to the residual.
+                MK_MARK(ev + 12);
+                ring_splitk<true, kSplit>(ring, 4 * layer + 3, s.scores, s);
+                acc_publish(P, down_slot(layer), s);
+                MK_MARK(ev + 13);
+                MK_MARK(ev + 14);
+                continue;
+            } else if constexpr (T::dataflow) {
+                // Probes: the last activation of each block's slice.
+                ll_vector_to_shared<kInter>(ll_buffers(P).act, flag(layer, kLLAct), s.vec, nb, [nb](int i) {
+                    return static_cast<int>(static_cast<long long>(kInter) * (i + 1) / nb) - 1;
+                }, pump);
+            } else {
+                load_vector_to_shared(P.act, kInter, s.vec);
+            }
             MK_MARK(ev + 12);
-            ring_splitk<true, kSplit>(ring, 4 * layer + 3, s.scores, s);
-            acc_publish(P, down_slot(layer), s);
+            {
+                const StreamSlice x = stream_slice(P, 4 * layer + 3);
+                publish(gemv(Inter{}, IntTag<1>{}, 4 * layer + 3, add_down), x.nrows, kLLResidualDown);
+            }
             MK_MARK(ev + 13);
+            exchange_barrier();
             MK_MARK(ev + 14);
-            continue;
-        } else if constexpr (T::dataflow) {
-            // Probes: the last activation of each block's slice.
-            ll_vector_to_shared<kInter>(ll_buffers(P).act, flag(layer, kLLAct), s.vec, nb, [nb](int i) {
-                return static_cast<int>(static_cast<long long>(kInter) * (i + 1) / nb) - 1;
-            }, pump);
-        } else {
-            load_vector_to_shared(P.act, kInter, s.vec);
         }
-        MK_MARK(ev + 12);
-        {
-            const StreamSlice x = stream_slice(P, 4 * layer + 3);
-            publish(gemv(Inter{}, IntTag<1>{}, 4 * layer + 3, add_down), x.nrows, kLLResidualDown);
-        }
-        MK_MARK(ev + 13);
-        exchange_barrier();
-        MK_MARK(ev + 14);
-    }
 
-    // Final RMSNorm (the half loop's last half) and the tied LM head.
-    if constexpr (!(T::splitk_o && kHalfLoop)) {
+        // Final RMSNorm.
         MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 0);
         rmsnorm(kLayers == 0, P.norm_final, kLayers - 1, kLLResidualDown);
         if constexpr (T::splitk_o) acc_clear(P, o_slot(kLayers - 1), false);  // as after each input RMSNorm
     }
+
+    // The tied LM head.
     // dataflow_splitk: the block has read the last layer's accumulator; the last block to say so
     // zeroes it after the LM head (the atomic's answer is not needed before then).
     unsigned readers_before = 0u;
