@@ -2711,7 +2711,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                 MK_MARK(ev + 5);
                 int o0, no;
                 o_split_rows(b, nb, &o0, &no);
-                if (no > 0)
+                if (no > 0)  // wait id 4L + 1: between the rmsnorm_acc waits of this layer (2 slot + 2)
                     merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, s, 4 * layer + 1,
                                        pump);
                 MK_MARK(ev + 6);
