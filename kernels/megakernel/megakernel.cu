@@ -2501,11 +2501,7 @@ __device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* sr
 // K/V before its queries, and each block's residual rows kept in shared memory (the O and down
 // epilogues of a block update the same rows, so they need not read them back from L2). The
 // dataflow variant runs the same phases with no grid sync: each exchange is LL words.
-#ifndef MK_HALF_LOOP
-#define MK_HALF_LOOP 1
-#endif
-constexpr bool kHalfLoop = MK_HALF_LOOP != 0;
-// In the half loop, the QKV and gate/up GEMVs from one call site, where their pages have one shape
+// In dataflow_splitk_o's half loop, the QKV and gate/up GEMVs from one call site, where their pages have one shape
 // (Qwen3-0.6B's: 16 rows; an odd count for one row per output differs).
 #ifndef MK_HALF_GEMV
 #define MK_HALF_GEMV 1
@@ -2670,13 +2666,17 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             }
         }
     };
-    if constexpr (T::splitk_o && kHalfLoop) {
+    if constexpr (T::splitk_o) {
         // dataflow_splitk_o by half layers, so that the code both halves share (the RMSNorm reading an
         // accumulator, the split-K projection and its publication) is emitted once: the step's code
-        // is at the edge of what the instruction cache holds (README, session 20). Half 2L runs the
-        // input RMSNorm, QKV and attention of layer L, then its O projection; half 2L + 1 the
-        // post-attention RMSNorm, gate/up, then the down projection; half 2 x layers the final
-        // RMSNorm. The same calls in the same order as the other variants' layer loop below.
+        // is at the edge of what the instruction cache holds (README, session 20: 1-1.6% faster than
+        // the layer loop below). Half 2L runs the input RMSNorm, QKV and attention of layer L, then
+        // its O projection split over K: the units leave (o, max, sum) records as LL words, each
+        // block merges those of its rows [o0, o0 + no) of W_o^T (o_split_rows) into s.vec and adds
+        // its partial of the whole O output into the layer's O accumulator, so neither a combine nor
+        // the whole attention output crosses between blocks. Half 2L + 1 runs the post-attention
+        // RMSNorm (the residual plus the O sums), gate/up, then the down projection; half 2 x layers
+        // the final RMSNorm.
         for (int half = 0;; ++half) {
             layer = half >> 1;
             const bool attn = (half & 1) == 0;
@@ -2691,7 +2691,12 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                                        : attn              ? P.norm_in + layer * kHidden
                                                            : P.norm_post + layer * kHidden;
                 rmsnorm_acc(P, attn ? down_slot(layer - 1) : o_slot(layer), weight, s, pump);
-                // The accumulator every block has finished reading (the layer loop below says why).
+                // This block's share of an accumulator every block has finished reading, zeroed for
+                // the next launch. After the input RMSNorm: layer - 1's O sums (every block added its
+                // down partial, computed after its whole read of them, and the sums just read count
+                // every block). After the post-attention one: layer - 1's down sums (every block
+                // added its O partial after its whole read of them). The last down sums: after the
+                // LM head.
                 if (attn || layer > 0) acc_clear(P, attn ? o_slot(layer - 1) : down_slot(layer - 1), false);
             }
             MK_MARK(ev + (attn ? 1 : 9));
@@ -2733,70 +2738,41 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             MK_MARK(ev + 0);
             // QKV projection (the input RMSNorm is computed by every block).
             rmsnorm(layer == 0, P.norm_in + layer * kHidden, layer - 1, kLLResidualDown);
-            if constexpr (T::splitk_o) {
-                // Every block has added its down partial of the last layer, each computed after its
-                // whole read of that layer's O accumulator: this block zeroes its share for the next
-                // launch.
-                if (layer > 0) acc_clear(P, o_slot(layer - 1), false);
-            }
             MK_MARK(ev + 1);
             gemv(Hidden{}, IntTag<1>{}, 4 * layer, store_qkv);
             MK_MARK(ev + 2);
             exchange_barrier();
             MK_MARK(ev + 3);
 
-            if constexpr (T::splitk_o) {
-                // The O projection split over K: the units leave (o, max, sum) records as LL words, and
-                // each block merges those of its rows [o0, o0 + no) of W_o^T (o_split_rows) into s.vec
-                // (its QKV input is consumed); its partial of the whole O output goes into the layer's
-                // O accumulator, and the post-attention RMSNorm adds the blocks' partials to the
-                // residual. Neither a combine nor the whole attention output crosses between blocks.
-                const LLIO rec{P.attn_partial, ll_buffers(P).partial, flag(layer, kLLAttnOut)};
-                attention_units_phase(rec);
-                MK_MARK(ev + 4);
-                MK_MARK(ev + 5);
-                int o0, no;
-                o_split_rows(b, nb, &o0, &no);
-                if (no > 0)  // wait id 4L + 1: between the rmsnorm_acc waits of this layer (2 slot + 2)
-                    merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, s, 4 * layer + 1, pump);
-                MK_MARK(ev + 6);
-                ring_splitk<true, kSplit>(ring, 4 * layer + 1, s.vec, s);
-                acc_publish(P, o_slot(layer), s);
-                MK_MARK(ev + 7);
-                MK_MARK(ev + 8);
-                rmsnorm_acc(P, o_slot(layer), P.norm_post + layer * kHidden, s, pump);
+            attention_units_phase(PlainIO{});
+            MK_MARK(ev + 4);
+            exchange_barrier();
+            MK_MARK(ev + 5);
+
+            // O-projection + residual, publishing the next RMSNorm's partial sums of squares.
+            if constexpr (T::dataflow) {
+                // Probes: the last output of each kv head's group of q heads (the unit or the combine
+                // that writes it writes the whole group).
+                ll_vector_to_shared<kQDim>(ll_buffers(P).attn_out, flag(layer, kLLAttnOut), s.vec, kKVHeads,
+                                           [](int g) { return (g + 1) * kGqa * kHeadDim - 1; }, pump);
             } else {
-                attention_units_phase(PlainIO{});
-                MK_MARK(ev + 4);
-                exchange_barrier();
-                MK_MARK(ev + 5);
-
-                // O-projection + residual, publishing the next RMSNorm's partial sums of squares.
-                if constexpr (T::dataflow) {
-                    // Probes: the last output of each kv head's group of q heads (the unit or the combine
-                    // that writes it writes the whole group).
-                    ll_vector_to_shared<kQDim>(ll_buffers(P).attn_out, flag(layer, kLLAttnOut), s.vec, kKVHeads,
-                                               [](int g) { return (g + 1) * kGqa * kHeadDim - 1; }, pump);
-                } else {
-                    load_vector_to_shared(P.attn_out, kQDim, s.vec);
-                }
-                MK_MARK(ev + 6);
-                {
-                    const StreamSlice x = stream_slice(P, 4 * layer + 1);
-                    publish(gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_o), x.nrows, kLLResidualO);
-                }
-                MK_MARK(ev + 7);
-                exchange_barrier();
-                MK_MARK(ev + 8);
-
-                // Post-attention RMSNorm, gate/up, SiLU * up.
-                rmsnorm(false, P.norm_post + layer * kHidden, layer, kLLResidualO);
+                load_vector_to_shared(P.attn_out, kQDim, s.vec);
             }
+            MK_MARK(ev + 6);
+            {
+                const StreamSlice x = stream_slice(P, 4 * layer + 1);
+                publish(gemv(QDim{}, IntTag<1>{}, 4 * layer + 1, add_o), x.nrows, kLLResidualO);
+            }
+            MK_MARK(ev + 7);
+            exchange_barrier();
+            MK_MARK(ev + 8);
+
+            // Post-attention RMSNorm, gate/up, SiLU * up.
+            rmsnorm(false, P.norm_post + layer * kHidden, layer, kLLResidualO);
             if constexpr (T::splitk) {
-                // Every block has now published this layer's residual rows (dataflow_splitk_o: added its
-                // O partial, counted in the O accumulator just read), each computed from its whole read
-                // of the previous layer's down sums: they are free, and this block zeroes its share for
-                // the next launch. (The last layer's: after the LM head.)
+                // Every block has now published this layer's residual rows, each computed from its whole
+                // read of the previous layer's down sums: they are free, and this block zeroes its share
+                // for the next launch. (The last layer's: after the LM head.)
                 if (layer > 0) acc_clear(P, down_slot(layer - 1), false);
             }
             MK_MARK(ev + 9);
@@ -2836,7 +2812,6 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         // Final RMSNorm.
         MK_MARK(kLayers * MK_TRACE_EVENTS_PER_LAYER + 0);
         rmsnorm(kLayers == 0, P.norm_final, kLayers - 1, kLLResidualDown);
-        if constexpr (T::splitk_o) acc_clear(P, o_slot(kLayers - 1), false);  // as after each input RMSNorm
     }
 
     // The tied LM head.
