@@ -165,16 +165,19 @@ def static_lines(records: Iterable[dict[str, Any]], no_gpu: Counter[str], no_gpu
     static = [r for r in records if r["kind"] == "static"]
     lines: list[str] = []
     if static:
-        rows = [["module", "arch", "kernels", "max regs", "spills", "ptxas warnings", "SASS facts", "budgets", "verdict"]]
+        rows = [["module", "arch", "kernels", "max regs", "spills", "max SASS instrs", "ptxas warnings", "SASS facts",
+                 "budgets", "verdict"]]
         for r in static:
             kernels = r["kernels"]
             facts = r["facts"]
+            counts = [k["sass_instructions"] for k in kernels if k.get("sass_instructions") is not None]
             rows.append([
                 r["module"],
                 r["arch"],
                 str(len(kernels)),
                 str(max((k["registers"] for k in kernels), default=0)),
                 str(sum(k["spill_stores"] + k["spill_loads"] for k in kernels)) + " B",
+                str(max(counts)) if counts else "-",
                 str(len(r["ptxas_warnings"])),
                 f"{sum(f['ok'] for f in facts)}/{len(facts)}",
                 f"{sum(k['budget'] is not None for k in kernels)}/{len(kernels)}",

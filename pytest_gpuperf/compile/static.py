@@ -14,7 +14,9 @@ For each :class:`CudaModule` and target architecture this module
   optimisation depends on (``LDG.E.128`` in a vectorized kernel, ``HGMMA`` in a Hopper GEMM);
 * compares the resources with budgets stored beside the perf baselines,
   ``<baselines>/static/<module or group>.json``, and re-records them under
-  ``--gpu-perf-update-baselines``.
+  ``--gpu-perf-update-baselines``; a module that sets ``max_code_growth`` also has each kernel's
+  SASS instruction count held within that fraction of its recorded count (code size costs time
+  where a kernel's hot code outgrows the SM's instruction cache, as in a persistent megakernel).
 
 Compiles are cached by content (source, headers beside and below it, include trees, options,
 name expressions, architecture, ``nvcc --version``) under ``$GPU_PERF_CACHE_DIR/static``, and
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUDGET_FIELDS",
     "BUDGET_SCHEMA",
+    "CODE_FIELD",
     "Budget",
     "BudgetStore",
     "CudaModule",
@@ -65,13 +68,16 @@ __all__ = [
     "StaticResult",
     "ToolchainMissing",
     "compile_module",
+    "count_sass_instructions",
     "parse_ptxas_resources",
     "split_sass",
     "static_params",
 ]
 
-BUDGET_SCHEMA = "pytest-gpuperf/static-budgets/1"
+BUDGET_SCHEMA = "pytest-gpuperf/static-budgets/2"
+READABLE_SCHEMAS = ("pytest-gpuperf/static-budgets/1", BUDGET_SCHEMA)  # 1: no instruction counts
 BUDGET_FIELDS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "stack_bytes")
+CODE_FIELD = "sass_instructions"  # budgeted only for modules that set max_code_growth
 BUDGETS_FOLDER = "static"  # under the baselines folder
 LOCK_TIMEOUT_S = 120.0
 BUILD_LOCK_TIMEOUT_S = 3600.0
@@ -101,6 +107,8 @@ class CudaModule:
     maps a kernel-name pattern (a substring of the demangled name; ``*`` and ``?`` wildcards
     allowed) to regular expressions that must each occur in the SASS of every matching kernel;
     ``sass_facts_by_arch`` adds facts for one architecture (``"sm_90"`` also covers ``sm_90a``).
+    ``max_code_growth`` (a fraction, e.g. 0.02) holds each kernel's SASS instruction count within
+    that much of the count recorded with its budget; ``None`` leaves code size unchecked.
     ``shared_library=True`` builds the source with nvcc's host compiler as
     :func:`~pytest_gpuperf.compile.nvcc.build_shared_library` does (``options`` are its
     ``flags``; name expressions are not used). ``include_dirs_from`` names a function
@@ -121,6 +129,7 @@ class CudaModule:
     shared_library: bool = False
     include_dirs_from: str | None = None
     library_name: str | None = None  # file name of a shared library (default: the source's stem)
+    max_code_growth: float | None = None
 
     def __post_init__(self) -> None:
         set_ = functools.partial(object.__setattr__, self)
@@ -140,6 +149,8 @@ class CudaModule:
             raise ValueError(f"CudaModule {self.name!r}: group/name must be a file-name-safe word, got {self.budget_file!r}")
         for arch in self.archs:
             _nvcc._gencode(arch)  # raises ValueError on a malformed arch
+        if self.max_code_growth is not None and not 0 <= self.max_code_growth < 1:
+            raise ValueError(f"CudaModule {self.name!r}: max_code_growth is a fraction in [0, 1), got {self.max_code_growth!r}")
         if self.shared_library and self.name_expressions:
             raise ValueError(f"CudaModule {self.name!r}: a shared library instantiates its own templates; drop name_expressions")
 
@@ -161,6 +172,10 @@ class CudaModule:
                 for pattern, regexes in extra.items():
                     facts[pattern] = (*facts.get(pattern, ()), *regexes)
         return facts
+
+    @property
+    def gates_code_size(self) -> bool:
+        return self.max_code_growth is not None
 
     @property
     def budget_file(self) -> str:
@@ -212,9 +227,12 @@ class KernelResources:
     shared_bytes: int  # static shared memory; dynamic shared memory is a launch parameter
     stack_bytes: int
     barriers: int = 0
+    sass_instructions: int | None = None  # None: not disassembled
 
-    def budget(self) -> "Budget":
-        return Budget(**{f: getattr(self, f) for f in BUDGET_FIELDS})
+    def budget(self, with_code: bool = False) -> "Budget":
+        """The budget that holds the kernel to what it uses now (its instruction count too, if asked)."""
+        return Budget(**{f: getattr(self, f) for f in BUDGET_FIELDS},
+                      sass_instructions=self.sass_instructions if with_code else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,6 +328,15 @@ def split_sass(text: str) -> dict[str, str]:
         if current is not None:
             current.append(line)
     return {name: "\n".join(lines) for name, lines in functions.items()}
+
+
+_SASS_INSTRUCTION_RE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+\S", re.MULTILINE)
+
+
+def count_sass_instructions(function_sass: str) -> int:
+    """Instructions in one function's ``cuobjdump -sass`` text (the ``/*0040*/``-addressed lines,
+    the trailing padding included: it is part of the function's code in the binary)."""
+    return len(_SASS_INSTRUCTION_RE.findall(function_sass))
 
 
 def kernel_key(mangled: str, demangled: str) -> str:
@@ -521,7 +548,8 @@ def compile_module(
 ) -> StaticResult:
     """Build ``module`` for ``arch`` (or take it from the cache) and report on every kernel.
 
-    ``sass`` (default: only when the module declares facts) disassembles the binary too.
+    ``sass`` (default: only when the module declares facts or gates its code size) disassembles
+    the binary too, and counts each kernel's instructions.
     Raises :class:`ToolchainMissing` when a tool is missing and
     :class:`~pytest_gpuperf.compile.nvcc.NvccBuildError` when the build fails.
     """
@@ -552,15 +580,16 @@ def compile_module(
             command=command,
             log=log,
         )
+    want_sass = (bool(module.facts_for(arch)) or module.gates_code_size) if sass is None else sass
+    sass_text = split_sass(disassemble(binary, cache_root)) if want_sass else {}
     names = demangle(list(resources))
     kernels: dict[str, KernelResources] = {}
     for mangled, r in resources.items():
         key = kernel_key(mangled, names[mangled])
         if key in kernels:  # overloads differing only in their parameters: keep the parameters
             key = names[mangled].removeprefix("void ").strip()
-        kernels[key] = KernelResources(name=key, mangled=mangled, **r)
-    want_sass = bool(module.facts_for(arch)) if sass is None else sass
-    sass_text = split_sass(disassemble(binary, cache_root)) if want_sass else {}
+        count = count_sass_instructions(sass_text[mangled]) if mangled in sass_text else None
+        kernels[key] = KernelResources(name=key, mangled=mangled, **r, sass_instructions=count)
     return StaticResult(
         module=module.name,
         arch=arch,
@@ -620,16 +649,26 @@ def check_facts(result: StaticResult, facts: Mapping[str, Sequence[str]]) -> lis
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-    """The most a kernel may use; spill budgets are 0 unless spills were accepted on purpose."""
+    """The most a kernel may use; spill budgets are 0 unless spills were accepted on purpose.
+    ``sass_instructions`` is the instruction count recorded for a module that gates its code size
+    (the limit is that count grown by the module's ``max_code_growth``); None elsewhere."""
 
     registers: int
     spill_stores: int
     spill_loads: int
     shared_bytes: int
     stack_bytes: int
+    sass_instructions: int | None = None
 
     def to_json(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if self.sass_instructions is None:
+            del data[CODE_FIELD]
+        return data
+
+    def code_limit(self, growth: float) -> int | None:
+        """The most instructions allowed: the recorded count grown by ``growth`` (rounded down)."""
+        return None if self.sass_instructions is None else int(self.sass_instructions * (1 + growth))
 
 
 @dataclasses.dataclass
@@ -656,8 +695,8 @@ class BudgetFile:
         data = read_json_object(path, "static budget file")
         if data is None:
             return None
-        if data.get("schema") != BUDGET_SCHEMA:
-            raise _bad(path, "schema", f"must be {BUDGET_SCHEMA!r}, got {data.get('schema')!r}")
+        if data.get("schema") not in READABLE_SCHEMAS:
+            raise _bad(path, "schema", f"must be one of {list(READABLE_SCHEMAS)}, got {data.get('schema')!r}")
         modules = data.get("modules")
         if not isinstance(modules, dict):
             raise _bad(path, "modules", "must be an object: module -> arch -> budgets")
@@ -698,12 +737,14 @@ def _bad(path: Path, field: str, problem: str) -> BaselineFileError:
 def _parse_budget(path: Path, where: str, raw: Any) -> Budget:
     if not isinstance(raw, dict):
         raise _bad(path, where, f"must be an object, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(BUDGET_FIELDS))
+    unknown = sorted(set(raw) - {*BUDGET_FIELDS, CODE_FIELD})
     if unknown:
-        raise _bad(path, where, f"has unknown keys {unknown}; expected {list(BUDGET_FIELDS)}")
+        raise _bad(path, where, f"has unknown keys {unknown}; expected {list(BUDGET_FIELDS)} and optionally {CODE_FIELD!r}")
     values = {}
-    for name in BUDGET_FIELDS:
+    for name in (*BUDGET_FIELDS, CODE_FIELD):
         value = raw.get(name)
+        if name == CODE_FIELD and value is None:
+            continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise _bad(path, f"{where}.{name}", f"must be a non-negative integer, got {value!r}")
         values[name] = value
@@ -725,7 +766,7 @@ class BudgetChange:
             return f"+ {where}: " + _budget_text(self.new)
         if self.new is None:
             return f"- {where}: removed (no longer built)"
-        diffs = [f"{f} {getattr(self.old, f)} -> {getattr(self.new, f)}" for f in BUDGET_FIELDS
+        diffs = [f"{f} {getattr(self.old, f)} -> {getattr(self.new, f)}" for f in (*BUDGET_FIELDS, CODE_FIELD)
                  if getattr(self.old, f) != getattr(self.new, f)]
         return f"~ {where}: " + ", ".join(diffs)
 
@@ -737,8 +778,9 @@ class BudgetChange:
 def _budget_text(b: Budget | None) -> str:
     if b is None:
         return "-"
-    return (f"{b.registers} registers, {b.spill_stores}/{b.spill_loads} B spill stores/loads, "
+    text = (f"{b.registers} registers, {b.spill_stores}/{b.spill_loads} B spill stores/loads, "
             f"{b.shared_bytes} B shared, {b.stack_bytes} B stack")
+    return text if b.sass_instructions is None else f"{text}, {b.sass_instructions} SASS instructions"
 
 
 class BudgetStore:
@@ -798,22 +840,28 @@ def judge(
     """Compare ``result`` with its budgets and facts; the record for the report and the failures."""
     failures: list[str] = []
     rows = []
+    growth = module.max_code_growth
     for name, k in result.kernels.items():
         budget = budgets.kernels.get(name) if budgets else None
+        code_limit = budget.code_limit(growth) if budget is not None and growth is not None else None
         over = []
         if budget is not None and not update:
             over = [f for f in BUDGET_FIELDS if getattr(k, f) > getattr(budget, f)]
+            if code_limit is not None and k.sass_instructions is not None and k.sass_instructions > code_limit:
+                over.append(CODE_FIELD)
         elif budget is None and not update and (k.spill_stores or k.spill_loads):
             over = [f for f in ("spill_stores", "spill_loads") if getattr(k, f)]
         rows.append({
             "kernel": name,
             **{f: getattr(k, f) for f in BUDGET_FIELDS},
+            CODE_FIELD: k.sass_instructions,
             "budget": budget.to_json() if budget else None,
+            "code_limit": code_limit,
             "over": over,
         })
     over_rows = [r for r in rows if r["over"]]
     if over_rows:
-        failures.append(_format_over(result, over_rows, budgets, budget_path))
+        failures.append(_format_over(result, over_rows, budgets, budget_path, growth))
     if result.ptxas_warnings:
         failures.append(
             f"ptxas performance warnings in {result.module} for {result.arch} (each costs real speed: C7510 "
@@ -840,17 +888,23 @@ def judge(
             f"{', '.join(stale[:5])}{' ...' if len(stale) > 5 else ''}; re-record with --gpu-perf-update-baselines"
         )
     missing = [r["kernel"] for r in rows if r["budget"] is None]
+    uncounted = [r["kernel"] for r in rows if growth is not None and r["budget"] and CODE_FIELD not in r["budget"]]
     note = None
-    if missing and not update:
+    if (missing or uncounted) and not update:
+        what = []
+        if missing:
+            what.append(f"no stored budget for {len(missing)} kernel(s)")
+        if uncounted:
+            what.append(f"no stored SASS instruction count for {len(uncounted)} kernel(s), so their code size goes unchecked")
         note = (
-            f"no stored budget for {len(missing)} kernel(s) of {result.module} on {result.arch} (looked in "
+            f"{' and '.join(what)} of {result.module} on {result.arch} (looked in "
             f"{budget_path}); record them with: pytest --gpu-perf-update-baselines"
         )
     if failures:
         verdict = "fail"
     elif update:
         verdict = "recorded"
-    elif missing:
+    elif missing or uncounted:
         verdict = "measured"  # no budget to judge against: recorded in the report only
     else:
         verdict = "pass"
@@ -875,8 +929,11 @@ def judge(
     return Judgement(record, failures, note)
 
 
-def _format_over(result: StaticResult, rows: Sequence[dict[str, Any]], budgets: ArchBudgets | None, path: Path) -> str:
-    table = [["kernel", *BUDGET_FIELDS]]
+def _format_over(
+    result: StaticResult, rows: Sequence[dict[str, Any]], budgets: ArchBudgets | None, path: Path, growth: float | None
+) -> str:
+    with_code = any(r["code_limit"] is not None for r in rows)
+    table = [["kernel", *BUDGET_FIELDS, *([CODE_FIELD] if with_code else [])]]
     for r in rows:
         b = r["budget"]
         cells = [r["kernel"]]
@@ -886,6 +943,9 @@ def _format_over(result: StaticResult, rows: Sequence[dict[str, Any]], budgets: 
                 cells.append(f"{now}" + (" (no budget)" if f in r["over"] else ""))
             else:
                 cells.append(f"{now}/{b[f]}" + (" OVER" if f in r["over"] else ""))
+        if with_code:
+            limit = r["code_limit"]
+            cells.append("-" if limit is None else f"{r[CODE_FIELD]}/{limit}" + (" OVER" if CODE_FIELD in r["over"] else ""))
         table.append(cells)
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     text = "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)
@@ -893,6 +953,13 @@ def _format_over(result: StaticResult, rows: Sequence[dict[str, Any]], budgets: 
     hints = []
     if budgets and budgets.toolchain != result.toolchain:
         hints.append(f"  the budgets were recorded with {budgets.toolchain}; this build used {result.toolchain}")
+    if any(CODE_FIELD in r["over"] for r in rows):
+        grown = [f"{r['kernel']} {r[CODE_FIELD] / r['budget'][CODE_FIELD] - 1:+.1%}" for r in rows if CODE_FIELD in r["over"]]
+        hints.append(
+            f"  SASS instructions: the code grew by more than the module's max_code_growth ({growth:.1%}) over the "
+            f"count recorded with the budget ({', '.join(grown)}); a hot loop that outgrows the SM's instruction "
+            "cache runs slower. Time the change before accepting it"
+        )
     hints.append(
         "  Spills and extra registers cost occupancy or local-memory traffic. If the change is intended, "
         "re-record with pytest --gpu-perf-update-baselines"
@@ -941,7 +1008,8 @@ class GpuStatic:
         record = verdict.record | {"test": self._item.nodeid}
         if update:
             changes = self.store.update(
-                module.budget_file, module.name, arch, {n: k.budget() for n, k in result.kernels.items()}, result.toolchain
+                module.budget_file, module.name, arch,
+                {n: k.budget(with_code=module.gates_code_size) for n, k in result.kernels.items()}, result.toolchain
             )
             record["changes"] = [c.to_json() | {"text": c.describe()} for c in changes]
         self._item.user_properties.append((RECORD_KEY, record))

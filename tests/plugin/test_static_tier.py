@@ -23,6 +23,7 @@ from pytest_gpuperf.compile.static import (
     CudaModule,
     KernelResources,
     compile_module,
+    count_sass_instructions,
     judge,
     kernel_key,
     parse_ptxas_resources,
@@ -186,6 +187,22 @@ def test_split_sass() -> None:
     assert "LDG.E.128" in functions["copy4"] and "LDG.E.128" not in functions["_Z5scaleIfEvPT_S0_"]
 
 
+def test_count_sass_instructions_counts_addressed_lines_only() -> None:
+    functions = split_sass(SASS)
+    assert count_sass_instructions(functions["_Z5scaleIfEvPT_S0_"]) == 3  # not the .headerflags line
+    # cuobjdump prints each instruction's encoding on the next line, as a comment: not an instruction.
+    with_encodings = textwrap.dedent(
+        """\
+                /*0000*/                   LDC R1, c[0x0][0x28] ;
+                                                                      /* 0x00000a00ff017b82 */
+                /*0010*/                   BRA 0x10;
+                                                                      /* 0x000fc0000383ffff */
+                /*1a2b0*/                  NOP;
+        """
+    )
+    assert count_sass_instructions(with_encodings) == 3
+
+
 def test_kernel_keys_are_readable_and_independent_of_the_demangler() -> None:
     assert kernel_key("_Z5scaleIfEvPT_S0_", "void scale<float>(float*, float)") == "scale<float>"
     assert kernel_key("copy4", "copy4") == "copy4"
@@ -197,8 +214,9 @@ def test_kernel_keys_are_readable_and_independent_of_the_demangler() -> None:
 
 
 # -- budgets ---------------------------------------------------------------------------------
-def budget(registers: int, spills: int = 0) -> Budget:
-    return Budget(registers=registers, spill_stores=spills, spill_loads=spills, shared_bytes=0, stack_bytes=0)
+def budget(registers: int, spills: int = 0, instructions: int | None = None) -> Budget:
+    return Budget(registers=registers, spill_stores=spills, spill_loads=spills, shared_bytes=0, stack_bytes=0,
+                  sass_instructions=instructions)
 
 
 def test_budget_round_trip_and_update_keeps_other_entries(tmp_path: Path) -> None:
@@ -221,12 +239,29 @@ def test_budget_round_trip_and_update_keeps_other_entries(tmp_path: Path) -> Non
     assert [c.describe() for c in changes] == ["- mod_a sm_90 k2: removed (no longer built)"]
 
 
+def test_instruction_counts_round_trip_and_old_files_still_read(tmp_path: Path) -> None:
+    store = BudgetStore(tmp_path)
+    changes = store.update("fam", "m", "sm_90", {"k": budget(32, instructions=9208)}, "nvcc 13.0.88")
+    assert changes[0].describe() == ("+ m sm_90 k: 32 registers, 0/0 B spill stores/loads, 0 B shared, 0 B stack, "
+                                     "9208 SASS instructions")
+    changes = store.update("fam", "m", "sm_90", {"k": budget(32, instructions=9400)}, "nvcc 13.0.88")
+    assert [c.describe() for c in changes] == ["~ m sm_90 k: sass_instructions 9208 -> 9400"]
+    assert store.lookup("fam", "m", "sm_90").kernels["k"] == budget(32, instructions=9400)  # type: ignore[union-attr]
+    # A file of schema 1 (before instruction counts) is read as it is: no count, so none gated.
+    data = json.loads(store.path_for("fam").read_text())
+    data["schema"] = "pytest-gpuperf/static-budgets/1"
+    del data["modules"]["m"]["sm_90"]["kernels"]["k"]["sass_instructions"]
+    store.path_for("fam").write_text(json.dumps(data))
+    assert store.lookup("fam", "m", "sm_90").kernels["k"] == budget(32)  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("mutate", "field"),
     [
         (lambda d: d.update(schema="other/1"), "schema"),
         (lambda d: d["modules"]["m"]["sm_90"]["kernels"]["k"].update(registers=-1), "registers"),
         (lambda d: d["modules"]["m"]["sm_90"]["kernels"]["k"].update(regs=3), "unknown keys"),
+        (lambda d: d["modules"]["m"]["sm_90"]["kernels"]["k"].update(sass_instructions="9k"), "sass_instructions"),
         (lambda d: d["modules"]["m"].update(sm90=d["modules"]["m"].pop("sm_90")), "architecture"),
         (lambda d: d["modules"]["m"]["sm_90"].pop("toolchain"), "toolchain"),
     ],
@@ -253,7 +288,7 @@ def test_compile_parses_and_caches(tmp_path: Path, source: Path, toolchain: Call
     assert set(first.kernels) == {"scale<float>", "copy4"}
     assert first.kernels["scale<float>"] == KernelResources(
         name="scale<float>", mangled="_Z5scaleIfEvPT_S0_", registers=40, spill_stores=0, spill_loads=0,
-        shared_bytes=0, stack_bytes=0, barriers=0,
+        shared_bytes=0, stack_bytes=0, barriers=0, sass_instructions=3,  # disassembled for its facts
     )
     assert "-cubin" in first.command and "-gencode=arch=compute_90,code=sm_90" in first.command
     assert "LDG.E.128" in first.sass["copy4"]
@@ -267,8 +302,11 @@ def test_compile_parses_and_caches(tmp_path: Path, source: Path, toolchain: Call
     assert builds(tmp_path) == 4
 
 
-def judged(source: Path, log: str, budgets: dict[str, Budget] | None, *, facts: Any = None, update: bool = False) -> Any:
-    mod = module(source) if facts is None else module(source, sass_facts=facts)
+def judged(
+    source: Path, log: str, budgets: dict[str, Budget] | None, *, facts: Any = None, update: bool = False,
+    growth: float | None = None,
+) -> Any:
+    mod = module(source, max_code_growth=growth) if facts is None else module(source, sass_facts=facts, max_code_growth=growth)
     result = compile_module(mod, "sm_90")
     from pytest_gpuperf.compile.static import ArchBudgets
 
@@ -300,6 +338,33 @@ def test_a_spill_fails_where_the_budget_has_none(source: Path, toolchain: Callab
     assert unbudgeted.record["verdict"] == "fail" and "(no budget)" in unbudgeted.failures[0]
     accepted = judged(source, "", {"scale<float>": Budget(40, 32, 32, 1024, 16), "copy4": budget(12)})
     assert accepted.failures == []
+
+
+def test_code_growth_beyond_the_modules_limit_fails(source: Path, toolchain: Callable[..., None]) -> None:
+    within = {"scale<float>": budget(40, instructions=100), "copy4": budget(12, instructions=3)}
+    # 3 instructions against 100 recorded: smaller code passes; so does growth within the limit.
+    assert judged(source, "", within, growth=0.02).record["verdict"] == "pass"
+    exit_line = "        /*0020*/                   EXIT ;\n"
+    assert exit_line in SASS
+    longer = SASS.replace(exit_line, "".join(f"        /*{16 * i:04x}*/                   NOP ;\n" for i in range(2, 6)))
+    toolchain(sass=longer)  # copy4: 3 -> 6 instructions (a new binary: the edit below changes the key)
+    source.write_text(source.read_text() + "// longer\n")
+    verdict = judged(source, "", within, growth=0.02)
+    assert verdict.record["verdict"] == "fail"
+    text = verdict.failures[0]
+    assert "6/3 OVER" in text and "copy4 +100.0%" in text and "max_code_growth (2.0%)" in text
+    (row,) = [r for r in verdict.record["kernels"] if r["kernel"] == "copy4"]
+    assert (row["sass_instructions"], row["code_limit"], row["over"]) == (6, 3, ["sass_instructions"])
+    # The limit is the recorded count grown by the fraction, rounded down: 5 x 1.2 = 6 fits, 5 x 1.19 does not.
+    five = {"scale<float>": budget(40, instructions=100), "copy4": budget(12, instructions=5)}
+    assert judged(source, "", five, growth=0.2).failures == []
+    assert "6/5 OVER" in judged(source, "", five, growth=0.19).failures[0]
+    # A module that does not gate its code size ignores the counts; one that does, with budgets of
+    # schema 1 (no counts), says so and is only measured.
+    assert judged(source, "", within).failures == []
+    uncounted = judged(source, "", {"scale<float>": budget(40), "copy4": budget(12)}, growth=0.02)
+    assert uncounted.failures == [] and uncounted.record["verdict"] == "measured"
+    assert "no stored SASS instruction count for 2 kernel(s)" in (uncounted.missing_note or "")
 
 
 def test_a_ptxas_performance_warning_fails_even_within_budget(source: Path, toolchain: Callable[..., None]) -> None:
@@ -341,6 +406,8 @@ def test_bad_declarations_are_rejected(source: Path) -> None:
         module(source, archs=("sm90",))
     with pytest.raises(ValueError, match="bad regex"):
         module(source, sass_facts={"copy4": ("LDG(",)})
+    with pytest.raises(ValueError, match="max_code_growth is a fraction"):
+        module(source, max_code_growth=2)
 
 
 # -- the fixture, end to end -----------------------------------------------------------------
@@ -378,8 +445,8 @@ def test_cpu_only_gpu_perf_run_reports_static_checks_and_skipped_gpu_parts(
     result.assert_outcomes(passed=2, skipped=2)
     result.stdout.fnmatch_lines([
         "*gpu-perf static checks*",
-        "module*arch*kernels*max regs*spills*ptxas warnings*SASS facts*budgets*verdict",
-        "toy*sm_90*2*40*0 B*0*1/1*0/2*measured",
+        "module*arch*kernels*max regs*spills*max SASS instrs*ptxas warnings*SASS facts*budgets*verdict",
+        "toy*sm_90*2*40*0 B*3*0*1/1*0/2*measured",
         "*have kernels without a stored budget; record them with: pytest --gpu-perf-update-baselines",
         "no GPU (fake: this machine has no GPU): 1 perf tests and 1 GPU correctness tests skipped; static checks ran: 1",
     ])
@@ -405,6 +472,24 @@ def test_update_records_budgets_then_a_regression_fails(
     result = pytester.runpytest("-k", "static")
     result.assert_outcomes(failed=1, deselected=3)
     result.stdout.fnmatch_lines(["*static budget EXCEEDED: toy for sm_90*", "*scale<float>*48/40 OVER*"])
+
+
+def test_recorded_instruction_counts_then_code_growth_fails(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], toolchain: Callable[..., None], source: Path
+) -> None:
+    fake_gpu(cc="none")
+    tests = STATIC_TESTS.format(source=str(source)).replace('archs=("sm_90",),', 'archs=("sm_90",), max_code_growth=0.5,')
+    pytester.makepyfile(tests)
+    pytester.runpytest("-k", "static", "--gpu-perf-update-baselines").assert_outcomes(passed=1, deselected=3)
+    budgets = json.loads((pytester.path / "baselines" / "static" / "toy.json").read_text())
+    assert budgets["schema"] == BUDGET_SCHEMA
+    assert budgets["modules"]["toy"]["sm_90"]["kernels"]["copy4"]["sass_instructions"] == 3
+    toolchain(sass=SASS.replace("EXIT ;", "NOP ;\n        /*0030*/ NOP ;\n        /*0040*/ EXIT ;"))  # 5 > 3 x 1.5
+    source.write_text(source.read_text() + "// an edit that grows the code\n")
+    result = pytester.runpytest("-k", "static")
+    result.assert_outcomes(failed=1, deselected=3)
+    result.stdout.fnmatch_lines(["*static budget EXCEEDED: toy for sm_90*", "*copy4*5/4 OVER*",
+                                 "*max_code_growth (50.0%)*copy4 +66.7%*"])
 
 
 def test_missing_budget_policy_fail(
@@ -489,6 +574,7 @@ def test_real_nvcc_reports_resources_and_sass(real_toolchain: Path) -> None:
         assert set(result.kernels) == {"copy4", "pressure<48>"}
         assert 0 < result.kernels["copy4"].registers <= 32
         assert result.kernels["pressure<48>"].registers > 48
+        assert 0 < result.kernels["copy4"].sass_instructions < result.kernels["pressure<48>"].sass_instructions
         assert result.perf_warnings == ()
         verdict = judge(result, mod, None, Path("toy.json"), update=False)
         assert verdict.failures == [] and all(f["ok"] for f in verdict.record["facts"])
