@@ -248,7 +248,10 @@ constexpr int kSharedBytes = kVecBytes + kPartialBytes + kScoresBytes + kQBytes 
 constexpr int kRingSlots = 5;
 static_assert(kLmSlotRowSlot + kRingSlots <= kLmVocabSlot && kLmClaimPtrSlot % 2 == 0,
               "the LM head's slot rows overlap misc's other slots");
-constexpr int kPageBytes = 32768;
+#ifndef MK_PAGE_BYTES
+#define MK_PAGE_BYTES 32768
+#endif
+constexpr int kPageBytes = MK_PAGE_BYTES;
 constexpr int kRingOffset = (kSharedBytes + 127) / 128 * 128;
 constexpr int kRingTableBytes = round16(kStreamSegments * 8);  // per segment: first row, rows (int2)
 constexpr int kSharedBytesRing = kRingOffset + kRingSlots * kPageBytes + kRingSlots * 8 + kRingTableBytes;

@@ -54,10 +54,10 @@ __device__ __forceinline__ unsigned ld_local_cluster(unsigned local_addr) {
 __device__ __forceinline__ void bar_init(unsigned long long* bar) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
 }
-__device__ __forceinline__ void page_copy(void* dst, const void* src, unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(kPage) : "memory");
+__device__ __forceinline__ void page_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
-                 "l"(src), "r"(kPage), "r"(smem_addr(bar))
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
                  : "memory");
 }
 __device__ __forceinline__ void page_wait(unsigned long long* bar, unsigned parity) {
@@ -83,6 +83,8 @@ struct Args {
     long long* out;              // [0] ns total, [1] cycles total, [2] pages streamed (all blocks)
     int mode;                    // 0: L2, 1: DSMEM (a, b in one cluster)
     int a, b, iters, inflight;   // inflight 0: no streaming
+    int who;                     // which blocks stream: 0 all, 1 all but a and b, 2 only a and b
+    unsigned page_bytes;         // bytes per copy (at most kPage)
 };
 
 __global__ void __launch_bounds__(kThreads, 1) pingpong(Args args) {
@@ -103,18 +105,21 @@ __global__ void __launch_bounds__(kThreads, 1) pingpong(Args args) {
         while (ld_relaxed_gpu(args.flags + 3) < gridDim.x) {}
     }
     __syncthreads();
-    if (warp == 0 && args.inflight > 0) {
+    const bool pair = block == args.a || block == args.b;
+    const bool streams = args.inflight > 0 && (args.who == 0 || (args.who == 1 && !pair) || (args.who == 2 && pair));
+    if (warp == 0 && streams) {
         // The stream: pages of this block's region, `inflight` in flight, until the stop flag.
         const char* base = args.stream + static_cast<unsigned long long>(block) * args.stream_bytes;
-        const unsigned long long pages = args.stream_bytes / kPage;
+        const unsigned long long pages = args.stream_bytes / args.page_bytes;
+        const unsigned pb = args.page_bytes;
         unsigned long long issued = 0, landed = 0;
         for (; issued < static_cast<unsigned long long>(args.inflight); ++issued)
-            if (lane == 0) page_copy(smem + (issued % kSlots) * kPage, base + (issued % pages) * kPage, bars + issued % kSlots);
+            if (lane == 0) page_copy(smem + (issued % kSlots) * kPage, base + (issued % pages) * pb, pb, bars + issued % kSlots);
         while (true) {
             page_wait(bars + landed % kSlots, static_cast<unsigned>((landed / kSlots) & 1));
             ++landed;
             if (ld_relaxed_gpu(args.flags + 2)) break;
-            if (lane == 0) page_copy(smem + (issued % kSlots) * kPage, base + (issued % pages) * kPage, bars + issued % kSlots);
+            if (lane == 0) page_copy(smem + (issued % kSlots) * kPage, base + (issued % pages) * pb, pb, bars + issued % kSlots);
             ++issued;
         }
         while (landed < issued) {
@@ -207,7 +212,7 @@ static double run(const char* name, int grid, int cluster, bool cooperative, Arg
     if (report) {
         const double seconds = out[0] * 1e-9;
         printf("%-44s round trip %7.1f ns (%6.0f cycles)  stream %6.2f TB/s\n", name, rt_ns,
-               static_cast<double>(out[1]) / args.iters, out[2] * static_cast<double>(kPage) / seconds / 1e12);
+               static_cast<double>(out[1]) / args.iters, out[2] * static_cast<double>(args.page_bytes) / seconds / 1e12);
     }
     return rt_ns;
 }
@@ -232,7 +237,7 @@ int main() {
     long long* out;
     CHECK(cudaMalloc(&flags, 16));
     CHECK(cudaMalloc(&out, 24));
-    Args base{stream, stream_bytes, flags, out, 0, 0, 1, 20000, 0};
+    Args base{stream, stream_bytes, flags, out, 0, 0, 1, 20000, 0, 0, kPage};
     // A cooperative launch with a cluster dimension: accepted?
     {
         Args a = base;
@@ -270,6 +275,31 @@ int main() {
             snprintf(name, sizeof name, "DSMEM, blocks 0-1, %d pages in flight", inflight);
             run(name, grid, 2, false, a);
         }
+    }
+    // Whose stream slows the L2 round trip: the pair's own pages in flight, or everyone else's?
+    for (int inflight : {1, 2}) {
+        for (int who : {1, 2}) {
+            char name[96];
+            Args a = base;
+            a.inflight = inflight;
+            a.who = who;
+            a.mode = 0; a.a = 0; a.b = grid / 2 + 1;
+            snprintf(name, sizeof name, "L2, 0-%d, %d in flight, %s", a.b, inflight, who == 1 ? "others stream" : "pair streams");
+            run(name, grid, 2, false, a);
+        }
+    }
+    // The L2 round trip against the bytes in flight per streaming block (the pair idle): how much
+    // stream rate each step of exchange latency buys.
+    const int shapes[][2] = {{4096, 1}, {8192, 1}, {16384, 1}, {8192, 3}, {32768, 1}, {16384, 3}, {32768, 2}, {32768, 3}};
+    for (const auto& shape : shapes) {
+        char name[96];
+        Args a = base;
+        a.page_bytes = shape[0];
+        a.inflight = shape[1];
+        a.who = 1;
+        a.mode = 0; a.a = 0; a.b = grid / 2 + 1;
+        snprintf(name, sizeof name, "L2, others: %2d KB x %d in flight (%3d KB)", shape[0] / 1024, shape[1], shape[0] * shape[1] / 1024);
+        run(name, grid, 2, false, a);
     }
     return 0;
 }

@@ -5,4 +5,4 @@
 set -uo pipefail
 D=measurements/2026-11-25-h200-session21
 nvcc -std=c++17 -arch=sm_90 -O3 $D/cluster_probe.cu -o /tmp/cluster_probe 2>&1 | tail -5
-(date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,temperature.gpu --format=csv; /tmp/cluster_probe) 2>&1 | tee $OUT/run2-cluster-probe.txt
+(date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,temperature.gpu --format=csv; /tmp/cluster_probe) 2>&1 | tee $OUT/run${RUN:-2}-cluster-probe.txt
