@@ -81,7 +81,8 @@ struct Args {
     unsigned long long stream_bytes;
     unsigned* flags;             // [0]: a's flag, [1]: b's flag (L2 mode), [2]: stop, [3]: ready count
     long long* out;              // [0] ns total, [1] cycles total, [2] pages streamed (all blocks)
-    int mode;                    // 0: L2, 1: DSMEM (a, b in one cluster)
+    int mode;                    // 0: L2, 1: DSMEM (a, b in one cluster), 2: a adds by bulk reduction
+    unsigned long long* acc;     // mode 2: 1024 words a adds 1 to, with one bulk reduction (as acc_publish)
     int a, b, iters, inflight;   // inflight 0: no streaming
     int who;                     // which blocks stream: 0 all, 1 all but a and b, 2 only a and b
     unsigned page_bytes;         // bytes per copy (at most kPage)
@@ -91,6 +92,9 @@ __global__ void __launch_bounds__(kThreads, 1) pingpong(Args args) {
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem + kSlots * kPage);
     unsigned* flag = reinterpret_cast<unsigned*>(smem + kSlots * kPage + 64);
+    unsigned long long* staged = reinterpret_cast<unsigned long long*>(smem + kSlots * kPage + 128);  // 8 KB of ones
+    for (int i = threadIdx.x; i < 1024; i += kThreads) staged[i] = 1ull;
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int block = blockIdx.x;
     if (threadIdx.x == 0) {
@@ -138,13 +142,22 @@ __global__ void __launch_bounds__(kThreads, 1) pingpong(Args args) {
         const long long c0 = clock64();
         for (unsigned i = 1; i <= static_cast<unsigned>(args.iters); ++i) {
             if (is_a) {
-                if (args.mode == 0) st_relaxed_gpu(theirs, i); else st_remote(local, other_rank, i);
+                if (args.mode == 2) {
+                    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u64 [%0], [%1], %2;\n\t"
+                                 "cp.async.bulk.commit_group;" ::"l"(args.acc), "r"(smem_addr(staged)), "r"(8192) : "memory");
+                } else if (args.mode == 0) st_relaxed_gpu(theirs, i); else st_remote(local, other_rank, i);
             }
-            if (args.mode == 0) { while (ld_relaxed_gpu(mine) != i) {} }
+            if (args.mode == 2 && !is_a) {
+                unsigned long long w;
+                do {
+                    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(w) : "l"(args.acc + 1023) : "memory");
+                } while (w != i);
+            } else if (args.mode != 1) { while (ld_relaxed_gpu(mine) != i) {} }
             else { while (ld_local_cluster(local) != i) {} }
             if (!is_a) {
-                if (args.mode == 0) st_relaxed_gpu(theirs, i); else st_remote(local, other_rank, i);
+                if (args.mode != 1) st_relaxed_gpu(theirs, i); else st_remote(local, other_rank, i);
             }
+            if (is_a && args.mode == 2) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
         }
         if (is_a) {
             args.out[0] = static_cast<long long>(now_ns() - t0);
@@ -181,6 +194,7 @@ static int max_clusters(int size) {
 static double run(const char* name, int grid, int cluster, bool cooperative, Args args, bool report = true) {
     CHECK(cudaMemset(args.flags, 0, 16));
     CHECK(cudaMemset(args.out, 0, 24));
+    CHECK(cudaMemset(args.acc, 0, 8192));
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(grid, 1, 1);
     config.blockDim = dim3(kThreads, 1, 1);
@@ -237,7 +251,9 @@ int main() {
     long long* out;
     CHECK(cudaMalloc(&flags, 16));
     CHECK(cudaMalloc(&out, 24));
-    Args base{stream, stream_bytes, flags, out, 0, 0, 1, 20000, 0, 0, kPage};
+    unsigned long long* acc;
+    CHECK(cudaMalloc(&acc, 8192));
+    Args base{stream, stream_bytes, flags, out, 0, acc, 0, 1, 20000, 0, 0, kPage};
     // A cooperative launch with a cluster dimension: accepted?
     {
         Args a = base;
@@ -285,6 +301,22 @@ int main() {
             a.who = who;
             a.mode = 0; a.a = 0; a.b = grid / 2 + 1;
             snprintf(name, sizeof name, "L2, 0-%d, %d in flight, %s", a.b, inflight, who == 1 ? "others stream" : "pair streams");
+            run(name, grid, 2, false, a);
+        }
+    }
+    // A publication by bulk reduction (acc_publish: 1024 words, one cp.reduce.async.bulk), seen by the
+    // other block polling its last word, then a flag back: does the publisher's own stream of page
+    // copies (the same TMA engine) hold the reduction up?
+    for (int inflight : {0, 1, 2}) {
+        for (int who : {1, 0, 2}) {
+            if (inflight == 0 && who != 1) continue;
+            char name[96];
+            Args a = base;
+            a.inflight = inflight;
+            a.who = who;
+            a.mode = 2; a.a = 0; a.b = grid / 2 + 1;
+            snprintf(name, sizeof name, "bulk add, 0-%d, %d in flight, %s", a.b, inflight,
+                     who == 1 ? "others stream" : who == 0 ? "all stream" : "pair streams");
             run(name, grid, 2, false, a);
         }
     }
