@@ -816,7 +816,13 @@ __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRi
 constexpr bool kLmDynamic = MK_LM_DYNAMIC != 0;
 constexpr int kLmSeg = 4 * kLayers;
 constexpr int kLmPageRows = ring_page_rows(kHidden, 1);
-constexpr int kLmChunkRows = kRingGroup * kLmPageRows;
+// Pages per group in the paced rings' LM head (MK_LM_GROUP), and per claimed chunk.
+#ifndef MK_LM_GROUP
+#define MK_LM_GROUP kRingGroup
+#endif
+constexpr int kLmGroup = MK_LM_GROUP;
+static_assert(kLmGroup >= 1 && kLmGroup <= kRingGroup, "MK_LM_GROUP: 1 .. kRingGroup pages");
+constexpr int kLmChunkRows = kLmGroup * kLmPageRows;
 // The claimed LM-head chunks' lines first out of L2 (MK_LM_EVICT_FIRST; sm_90).
 #ifndef MK_LM_EVICT_FIRST
 #define MK_LM_EVICT_FIRST 1
@@ -1108,7 +1114,8 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     constexpr int kPartChunks = kK / 8 / kParts;  // 16-byte chunks per item, a multiple of 32
     constexpr int kRowChunks = kK / 8;
     constexpr int kWarpsPerPart = kWarps / kParts;
-    constexpr int kRowsPerWarp = ceil_div_constexpr(kRingGroup * kPageRows, kWarpsPerPart);
+    constexpr int kGroup = kLm && kPaced ? kLmGroup : kRingGroup;  // pages per group
+    constexpr int kRowsPerWarp = ceil_div_constexpr(kGroup * kPageRows, kWarpsPerPart);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int2 slice = s.ring_rows[seg];  // first row, rows
     float epilogue_sum = 0.f;
@@ -1121,7 +1128,7 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
     constexpr bool kDynamic = kLm && kPaced && kLmDynamic && kK == kHidden && kRowsPerOut == 1;
     LmIssue lm{s, ring, -1, 0, 0, false};
     if constexpr (kDynamic) lm.begin();
-    for (int r0 = 0;; r0 += kRingGroup * kPageRows) {
+    for (int r0 = 0;; r0 += kGroup * kPageRows) {
         int first_row, rows;
 #ifdef MK_TRACE
         const long long wait_start = clock64();
@@ -1136,11 +1143,11 @@ __device__ __forceinline__ float ring_gemv(Ring& ring, int seg, const float* x_s
                 ++ring.consumed;
                 break;
             }
-            rows = min(kRingGroup * kPageRows, lm_vocab(s) - first_row);
+            rows = min(kGroup * kPageRows, lm_vocab(s) - first_row);
         } else {
             if (r0 >= slice.y) break;
             first_row = slice.x + r0;
-            rows = min(kRingGroup * kPageRows, slice.y - r0);
+            rows = min(kGroup * kPageRows, slice.y - r0);
         }
         const int pages = ceil_div(rows, kPageRows);
         if constexpr (kDynamic)
