@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 21 run 8 (H200): the LM head in page groups of 2 or 1 instead of 3 (MK_LM_GROUP): with groups
+# Session 21 run 8 (H200; RUN=9 on an H100): the LM head in page groups of 2 or 1 instead of 3 (MK_LM_GROUP): with groups
 # of 3 of the ring's 5 slots, the next group's third page is issued only once the group before it is
 # computed, so every group waits for one just-issued page (the traced LM head streams ~4.25 TB/s; the
 # probe streams 4.6 TB/s with 64 KB in flight per SM). Then the traced LM head of both builds, and the
