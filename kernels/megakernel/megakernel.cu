@@ -761,7 +761,7 @@ __host__ __device__ constexpr int ring_page_items(int k, int rows_per_out) {
     return ring_page_rows(k, rows_per_out) * ring_parts(k, rows_per_out);
 }
 // Pages a GEMV waits for and consumes together: gate/up's 3 pages per block (Qwen3-0.6B on 132
-// blocks) in one group; the LM head's pages in groups of 3, leaving 2 slots in flight.
+// blocks) in one group; the LM head's in groups of kLmGroup (2, leaving 3 slots in flight).
 constexpr int kRingGroup = 3;
 static_assert(kRingGroup < kRingSlots && kRingSlots <= 5, "a group must leave slots to prefetch into; "
               "page_group_wait handles up to 4 pending pages");
@@ -816,9 +816,14 @@ __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRi
 constexpr bool kLmDynamic = MK_LM_DYNAMIC != 0;
 constexpr int kLmSeg = 4 * kLayers;
 constexpr int kLmPageRows = ring_page_rows(kHidden, 1);
-// Pages per group in the paced rings' LM head (MK_LM_GROUP), and per claimed chunk.
+// Pages per group in the paced rings' LM head (MK_LM_GROUP), and per claimed chunk. With groups of
+// 3 of the 5 slots, the next group's third page was issued only once the group before it had been
+// computed, and every group waited for it: the traced LM head (session 21, dataflow_splitk_o at p=1)
+// waited 33.8 us for pages on the H200 and took 67.2 us; in groups of 2 it waits 12.3 us and takes
+// 65.0 (H100: 95.6 -> 93.9 us). A/B at p = 1 / 200 / 1000: H200 1.001x / 1.003x / 1.004x, H100
+// 1.001x / 1.000x / 1.0015x; groups of 1 page 0.96x and 0.995x (a block barrier per page).
 #ifndef MK_LM_GROUP
-#define MK_LM_GROUP kRingGroup
+#define MK_LM_GROUP 2
 #endif
 constexpr int kLmGroup = MK_LM_GROUP;
 static_assert(kLmGroup >= 1 && kLmGroup <= kRingGroup, "MK_LM_GROUP: 1 .. kRingGroup pages");
