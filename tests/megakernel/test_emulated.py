@@ -91,12 +91,15 @@ def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
 @pytest.mark.parametrize(
     ("blocks", "defines"),
     [
-        (2, ("MK_LM_STATIC_CHUNKS=1",)),  # 45 chunks claimed by 2 blocks; static rows shorter than the ring
+        # Chunks are one LM-head page group: 2 pages of 64 rows here (MK_LM_GROUP), 71 for 9001 rows.
+        (2, ("MK_LM_STATIC_CHUNKS=1",)),  # 69 chunks claimed by 2 blocks; static rows shorter than the ring
         (13, ()),                          # claims spread over 13 blocks, 2 static chunks each
-        (24, ()),                          # more static rows than the vocab: the last blocks have none
+        (36, ()),                          # more static rows than the vocab: the last blocks have none
+        (24, ("MK_LM_GROUP=3",)),          # groups (and chunks) of 3 pages: again none left for the last
+        (2, ("MK_LM_GROUP=1",)),           # a page at a time
         (2, ("MK_LM_DYNAMIC=0",)),         # the static split, each block its share of the rows
     ],
-    ids=["two-blocks-claim", "thirteen-blocks-claim", "no-chunk-left", "static-split"],
+    ids=["two-blocks-claim", "thirteen-blocks-claim", "no-chunk-left", "groups-of-3", "groups-of-1", "static-split"],
 )
 def test_emulated_lm_head_shared_at_run_time(blocks: int, defines: tuple[str, ...]) -> None:
     """The paced rings' LM head (MK_LM_DYNAMIC): every row exactly once, whoever claims it, and the
