@@ -2518,9 +2518,6 @@ __device__ __forceinline__ void ll_vector_to_shared(const unsigned long long* sr
 // dataflow variant runs the same phases with no grid sync: each exchange is LL words.
 // In dataflow_splitk_o's half loop, the QKV and gate/up GEMVs from one call site, where their pages have one shape
 // (Qwen3-0.6B's: 16 rows; an odd count for one row per output differs).
-#ifndef MK_ACC_WAIT_PUMP
-#define MK_ACC_WAIT_PUMP 3
-#endif
 #ifndef MK_HALF_GEMV
 #define MK_HALF_GEMV 1
 #endif
@@ -2578,8 +2575,6 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         }
     };
     // The issuing warp, while it waits for other blocks (dataflow): the next page if the pace allows.
-    // MK_ACC_WAIT_PUMP (dataflow_splitk_o's accumulator waits; bit 0: the input and final RMSNorm's,
-    // bit 1: the post-attention one's): whether it pumps there too.
     auto pump = [&]() {
         if constexpr (T::ring) ring_pump<kSplit>(s, ring, ring.pace);
     };
@@ -2710,14 +2705,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                 const bf16_t* weight = half == 2 * kLayers ? P.norm_final
                                        : attn              ? P.norm_in + layer * kHidden
                                                            : P.norm_post + layer * kHidden;
-#if MK_ACC_WAIT_PUMP == 3
                 rmsnorm_acc(P, attn ? down_slot(layer - 1) : o_slot(layer), weight, s, pump);
-#else
-                const bool pump_here = (MK_ACC_WAIT_PUMP >> (attn ? 0 : 1)) & 1;
-                rmsnorm_acc(P, attn ? down_slot(layer - 1) : o_slot(layer), weight, s, [&] {
-                    if (pump_here) pump();
-                });
-#endif
                 // This block's share of an accumulator every block has finished reading, zeroed for
                 // the next launch. After the input RMSNorm: layer - 1's O sums (every block added its
                 // down partial, computed after its whole read of them, and the sums just read count

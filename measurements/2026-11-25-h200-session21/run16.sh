@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 21 run 16 (H200; RUN=17 on an H100): no ring pumping during dataflow_splitk_o's accumulator
+# Session 21 run 16 (H200): no ring pumping during dataflow_splitk_o's accumulator
 # waits (MK_ACC_WAIT_PUMP: 0 none, 1 only the input RMSNorm's, 2 only the post-attention one's; 3, the
-# default, both). The pair probe (runs 14-15) found the accumulator exchange 1.3-1.7 us slower while
+# default, both; the macro was removed after this run). The pair probe (runs 14-15) found the accumulator exchange 1.3-1.7 us slower while
 # every SM streams one page than idle.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD GPU_PERF_CACHE_DIR=$PWD/.build-cache
