@@ -193,6 +193,14 @@ def test_emulator_rejects_bad_arguments() -> None:
 
 # A shape whose QKV/LM-head pages hold an odd number of rows (32768 B / (2 x 768 B) = 21), one
 # more than gate/up's (20, whole SwiGLU pairs), and O/down pages split over two warps per row.
+@pytest.mark.parametrize("page_bytes", [16384, 8192])
+def test_emulated_ring_with_smaller_pages(page_bytes: int) -> None:
+    """MK_PAGE_BYTES (session 21's A/B builds; 32 KB by default): the tiny model's pages shrink to 32
+    and 16 rows, so every GEMV takes more page groups, the O slice spans several pages, and the LM head's
+    chunks shrink with them."""
+    check_emulated_step(WIDE_VOCAB, "dataflow_splitk_o", 7, 100, False, defines=(f"MK_PAGE_BYTES={page_bytes}",))
+
+
 # The ring's double-buffered row sums were once sized without the 21-row pages; the emulator's
 # scheduling almost never interleaves the overlapping writes, so a static_assert in
 # megakernel.cu now guards the sizing at compile time; this test covers the page cut itself.
