@@ -91,7 +91,7 @@ def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
 @pytest.mark.parametrize(
     ("blocks", "defines"),
     [
-        # Chunks are one LM-head page group: 2 pages of 64 rows here (MK_LM_GROUP), 71 for 9001 rows.
+        # Chunks are one LM-head page group (MK_LM_GROUP): 2 pages of 64 rows here, 71 chunks for 9001 rows.
         (2, ("MK_LM_STATIC_CHUNKS=1",)),  # 69 chunks claimed by 2 blocks; static rows shorter than the ring
         (13, ()),                          # claims spread over 13 blocks, 2 static chunks each
         (36, ()),                          # more static rows than the vocab: the last blocks have none
@@ -191,8 +191,6 @@ def test_emulator_rejects_bad_arguments() -> None:
         emulate_decode(buffers, "baseline", 0, 0, 5)
 
 
-# A shape whose QKV/LM-head pages hold an odd number of rows (32768 B / (2 x 768 B) = 21), one
-# more than gate/up's (20, whole SwiGLU pairs), and O/down pages split over two warps per row.
 @pytest.mark.parametrize("page_bytes", [16384, 8192])
 def test_emulated_ring_with_smaller_pages(page_bytes: int) -> None:
     """MK_PAGE_BYTES (session 21's A/B builds; 32 KB by default): the tiny model's pages shrink to 32
@@ -201,6 +199,8 @@ def test_emulated_ring_with_smaller_pages(page_bytes: int) -> None:
     check_emulated_step(WIDE_VOCAB, "dataflow_splitk_o", 7, 100, False, defines=(f"MK_PAGE_BYTES={page_bytes}",))
 
 
+# A shape whose QKV/LM-head pages hold an odd number of rows (32768 B / (2 x 768 B) = 21), one
+# more than gate/up's (20, whole SwiGLU pairs), and O/down pages split over two warps per row.
 # The ring's double-buffered row sums were once sized without the 21-row pages; the emulator's
 # scheduling almost never interleaves the overlapping writes, so a static_assert in
 # megakernel.cu now guards the sizing at compile time; this test covers the page cut itself.
