@@ -902,11 +902,18 @@ static_assert(kPacedInFlight<1> >= 1 && kPacedInFlight<1> <= kRingSlots,
 // `max_in_flight` issued pages are still landing. Every lane keeps the ring state, so the lanes
 // agree on whether a page has landed (warp_all) instead of each trusting its own test: lanes that
 // ever ran apart could otherwise see a page land one poll apart and drift.
+// Catch-up (MK_RING_CATCH_UP = n > 0): a block with fewer than n landed pages waiting for its GEMVs
+// is behind its own consumption, and may have one page more in flight than its pace.
+#ifndef MK_RING_CATCH_UP
+#define MK_RING_CATCH_UP 0
+#endif
+constexpr int kRingCatchUp = MK_RING_CATCH_UP;
 template <int kSplit = 0>
 __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_in_flight) {
     while (ring.landed < ring.issued &&
            warp_all(page_landed(s.ring_full + ring.landed % kRingSlots, static_cast<unsigned>(ring.landed / kRingSlots))))
         ++ring.landed;
+    if (kRingCatchUp > 0 && ring.landed - ring.consumed < kRingCatchUp) ++max_in_flight;
     if (ring.issued - ring.landed < max_in_flight && ring.issued < ring.consumed + kRingSlots &&
         ring.next_seg < kStreamSegments)
         ring_issue_next<kSplit, true>(s, ring);
