@@ -904,8 +904,17 @@ static_assert(kPacedInFlight<1> >= 1 && kPacedInFlight<1> <= kRingSlots,
 // ever ran apart could otherwise see a page land one poll apart and drift.
 // Catch-up (MK_RING_CATCH_UP = n > 0): a block with fewer than n landed pages waiting for its GEMVs
 // is behind its own consumption, and may have one page more in flight than its pace.
+// MK_RING_CATCH_UP_ISSUED: count the pages issued ahead of consumption (landed or not) instead;
+// MK_RING_CATCH_UP_DOWN: only for down-projection pages (the layer's last, whose straggler the
+// input RMSNorm waits for).
 #ifndef MK_RING_CATCH_UP
 #define MK_RING_CATCH_UP 0
+#endif
+#ifndef MK_RING_CATCH_UP_ISSUED
+#define MK_RING_CATCH_UP_ISSUED 0
+#endif
+#ifndef MK_RING_CATCH_UP_DOWN
+#define MK_RING_CATCH_UP_DOWN 0
 #endif
 constexpr int kRingCatchUp = MK_RING_CATCH_UP;
 template <int kSplit = 0>
@@ -913,7 +922,9 @@ __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_i
     while (ring.landed < ring.issued &&
            warp_all(page_landed(s.ring_full + ring.landed % kRingSlots, static_cast<unsigned>(ring.landed / kRingSlots))))
         ++ring.landed;
-    if (kRingCatchUp > 0 && ring.landed - ring.consumed < kRingCatchUp) ++max_in_flight;
+    if (kRingCatchUp > 0 && (MK_RING_CATCH_UP_ISSUED ? ring.issued : ring.landed) - ring.consumed < kRingCatchUp &&
+        (!MK_RING_CATCH_UP_DOWN || (ring.next_seg < 4 * kLayers && ring.next_seg % 4 == 3)))
+        ++max_in_flight;
     if (ring.issued - ring.landed < max_in_flight && ring.issued < ring.consumed + kRingSlots &&
         ring.next_seg < kStreamSegments)
         ring_issue_next<kSplit, true>(s, ring);
