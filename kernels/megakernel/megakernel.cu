@@ -1773,6 +1773,11 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
 // arithmetic as attention_unit; q is read from shared memory per tile, as registers are scarce
 // with the weight stream live.
 constexpr int kAttnPreloadTiles = 2;
+// MK_UNIT_KV_LATE (session 22 probe): the unit loads its keys and values after its q/k/v are in,
+// not while it waits for them.
+#ifndef MK_UNIT_KV_LATE
+#define MK_UNIT_KV_LATE 0
+#endif
 constexpr int kSlotsPerWarp = 32 / (kThreads / kAttnTile);  // key slots of a tile per warp (2)
 // MK_UNIT_KEY_WARPS (1; the dataflow variants): only the warps holding some of the unit's keys
 // compute scores and P.V (fused_stream would spill registers).
@@ -1837,18 +1842,21 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     // Trace events 23-26, 28, 29 of the layer (the block's last unit): start, q/k/v in, P.V done, record
     // out, scores done, softmax done.
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 23);
-    // 0. Keys and values in flight.
+    // 0. Keys and values in flight (MK_UNIT_KV_LATE: only once the q/k/v are in).
     uint4 kr[kAttnPreloadTiles], vr[kAttnPreloadTiles];
+    auto load_kv = [&] {
 #pragma unroll
-    for (int a = 0; a < kAttnPreloadTiles; ++a) {
-        const int j = a * kAttnTile + slot;
-        kr[a] = make_uint4(0u, 0u, 0u, 0u);
-        vr[a] = make_uint4(0u, 0u, 0u, 0u);
-        if (j < n) {
-            kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
-            vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
+        for (int a = 0; a < kAttnPreloadTiles; ++a) {
+            const int j = a * kAttnTile + slot;
+            kr[a] = make_uint4(0u, 0u, 0u, 0u);
+            vr[a] = make_uint4(0u, 0u, 0u, 0u);
+            if (j < n) {
+                kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
+                vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
+            }
         }
-    }
+    };
+    if (!MK_UNIT_KV_LATE) load_kv();
 
     // 1. Queries (shared memory); the last unit's tasks kGqa, kGqa + 1 write the K and V rows of
     //    `position` to the cache and to s.kv_row. Task t runs on warp t (`pumping`, MK_UNIT_PUMP:
@@ -1881,6 +1889,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         __syncthreads();
     }
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 24);
+    if (MK_UNIT_KV_LATE) load_kv();
     if (writes_row) {
 #pragma unroll
         for (int a = 0; a < kAttnPreloadTiles; ++a) {
