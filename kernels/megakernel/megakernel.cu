@@ -1778,6 +1778,17 @@ constexpr int kAttnPreloadTiles = 2;
 #ifndef MK_UNIT_KV_LATE
 #define MK_UNIT_KV_LATE 0
 #endif
+// MK_UNIT_KV_PREFETCH (session 22 probe): the unit's keys and values asked for in L2 (1) at the
+// unit's start, (2) at the start of its layer, before the input RMSNorm's wait.
+#ifndef MK_UNIT_KV_PREFETCH
+#define MK_UNIT_KV_PREFETCH 0
+#endif
+__device__ __forceinline__ void prefetch_unit_kv(const MegakernelParams& P, int layer, int g, int start, int n) {
+    const size_t off = kv_offset(P, layer, g, start);
+    const unsigned bytes = static_cast<unsigned>(n) * kHeadDim * 2u;
+    prefetch_l2_async(P.k_cache + off, bytes);
+    prefetch_l2_async(P.v_cache + off, bytes);
+}
 constexpr int kSlotsPerWarp = 32 / (kThreads / kAttnTile);  // key slots of a tile per warp (2)
 // MK_UNIT_KEY_WARPS (1; the dataflow variants): only the warps holding some of the unit's keys
 // compute scores and P.V (fused_stream would spill registers).
@@ -1856,6 +1867,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
             }
         }
     };
+    if (MK_UNIT_KV_PREFETCH == 1 && tid == 0) prefetch_unit_kv(P, layer, g, start, n);
     if (!MK_UNIT_KV_LATE) load_kv();
 
     // 1. Queries (shared memory); the last unit's tasks kGqa, kGqa + 1 write the K and V rows of
@@ -2725,6 +2737,12 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             const int ev = layer * MK_TRACE_EVENTS_PER_LAYER;
             (void)ev;
             if (attn) MK_MARK(ev + 0);
+            if (MK_UNIT_KV_PREFETCH == 2 && attn && half < 2 * kLayers && threadIdx.x == 0) {
+                for (int u = b; u < attention_units; u += nb) {
+                    const int start = (u % split.units) * split.chunk;
+                    prefetch_unit_kv(P, layer, u / split.units, start, min(split.chunk, position + 1 - start));
+                }
+            }
             if (half == 0) {
                 rmsnorm_into_vec<T>(P, true, token, P.norm_in, s);
             } else {
