@@ -1779,7 +1779,8 @@ constexpr int kAttnPreloadTiles = 2;
 #define MK_UNIT_KV_LATE 0
 #endif
 // MK_UNIT_KV_PREFETCH (session 22 probe): the unit's keys and values asked for in L2 (1) at the
-// unit's start, (2) at the start of its layer, before the input RMSNorm's wait.
+// unit's start, (2) at the start of its layer, before the input RMSNorm's wait, (3) at the start of
+// the layer before's second half, before the post-attention RMSNorm's wait.
 #ifndef MK_UNIT_KV_PREFETCH
 #define MK_UNIT_KV_PREFETCH 0
 #endif
@@ -2737,10 +2738,13 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             const int ev = layer * MK_TRACE_EVENTS_PER_LAYER;
             (void)ev;
             if (attn) MK_MARK(ev + 0);
-            if (MK_UNIT_KV_PREFETCH == 2 && attn && half < 2 * kLayers && threadIdx.x == 0) {
-                for (int u = b; u < attention_units; u += nb) {
+            // Half 2L (2) or 2L - 1 (3; layer 0's in half 0) asks for layer L's.
+            if (MK_UNIT_KV_PREFETCH >= 2 && (attn ? MK_UNIT_KV_PREFETCH == 2 || half == 0 : MK_UNIT_KV_PREFETCH == 3) &&
+                threadIdx.x == 0) {
+                const int kv_layer = attn ? layer : layer + 1;
+                for (int u = b; u < attention_units && kv_layer < kLayers; u += nb) {
                     const int start = (u % split.units) * split.chunk;
-                    prefetch_unit_kv(P, layer, u / split.units, start, min(split.chunk, position + 1 - start));
+                    prefetch_unit_kv(P, kv_layer, u / split.units, start, min(split.chunk, position + 1 - start));
                 }
             }
             if (half == 0) {
