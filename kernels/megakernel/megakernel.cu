@@ -902,29 +902,11 @@ static_assert(kPacedInFlight<1> >= 1 && kPacedInFlight<1> <= kRingSlots,
 // `max_in_flight` issued pages are still landing. Every lane keeps the ring state, so the lanes
 // agree on whether a page has landed (warp_all) instead of each trusting its own test: lanes that
 // ever ran apart could otherwise see a page land one poll apart and drift.
-// Catch-up (MK_RING_CATCH_UP = n > 0): a block with fewer than n landed pages waiting for its GEMVs
-// is behind its own consumption, and may have one page more in flight than its pace.
-// MK_RING_CATCH_UP_ISSUED: count the pages issued ahead of consumption (landed or not) instead;
-// MK_RING_CATCH_UP_DOWN: only for down-projection pages (the layer's last, whose straggler the
-// input RMSNorm waits for).
-#ifndef MK_RING_CATCH_UP
-#define MK_RING_CATCH_UP 0
-#endif
-#ifndef MK_RING_CATCH_UP_ISSUED
-#define MK_RING_CATCH_UP_ISSUED 0
-#endif
-#ifndef MK_RING_CATCH_UP_DOWN
-#define MK_RING_CATCH_UP_DOWN 0
-#endif
-constexpr int kRingCatchUp = MK_RING_CATCH_UP;
 template <int kSplit = 0>
 __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_in_flight) {
     while (ring.landed < ring.issued &&
            warp_all(page_landed(s.ring_full + ring.landed % kRingSlots, static_cast<unsigned>(ring.landed / kRingSlots))))
         ++ring.landed;
-    if (kRingCatchUp > 0 && (MK_RING_CATCH_UP_ISSUED ? ring.issued : ring.landed) - ring.consumed < kRingCatchUp &&
-        (!MK_RING_CATCH_UP_DOWN || (ring.next_seg < 4 * kLayers && ring.next_seg % 4 == 3)))
-        ++max_in_flight;
     if (ring.issued - ring.landed < max_in_flight && ring.issued < ring.consumed + kRingSlots &&
         ring.next_seg < kStreamSegments)
         ring_issue_next<kSplit, true>(s, ring);
@@ -1773,16 +1755,15 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
 // arithmetic as attention_unit; q is read from shared memory per tile, as registers are scarce
 // with the weight stream live.
 constexpr int kAttnPreloadTiles = 2;
-// MK_UNIT_KV_LATE (session 22 probe): the unit loads its keys and values after its q/k/v are in,
-// not while it waits for them.
-#ifndef MK_UNIT_KV_LATE
-#define MK_UNIT_KV_LATE 0
-#endif
-// MK_UNIT_KV_PREFETCH (session 22 probe): the unit's keys and values asked for in L2 (1) at the
-// unit's start, (2) at the start of its layer, before the input RMSNorm's wait, (3) at the start of
-// the layer before's second half, before the post-attention RMSNorm's wait.
+// MK_UNIT_KV_PREFETCH (dataflow_splitk_o): each block asks for its unit's keys and values in L2 at
+// the start of their layer, before its input RMSNorm's wait. The unit loads them while it waits for
+// its q/k/v; at p=1000 (every block runs a unit) those loads outlasted the wait, 3.0 us against 1.5
+// when loaded after it (H100, session 22 runs 2 and 4). A/B at p = 1 / 200 / 1000: H100 1.009x / 1.019x
+// / 1.015x and 1.007x / 1.018x / 1.014x, H200 1.004x / 1.014x / 1.007x (runs 5-7); asked for at the
+// unit's start 0.99x / 1.007x / 0.99x (with the loads after the wait), half a layer earlier 1.000x /
+// 1.015x / 1.007x (H100) and 0.998x / 1.008x / 0.993x (H200).
 #ifndef MK_UNIT_KV_PREFETCH
-#define MK_UNIT_KV_PREFETCH 0
+#define MK_UNIT_KV_PREFETCH 1
 #endif
 __device__ __forceinline__ void prefetch_unit_kv(const MegakernelParams& P, int layer, int g, int start, int n) {
     const size_t off = kv_offset(P, layer, g, start);
@@ -1854,22 +1835,18 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     // Trace events 23-26, 28, 29 of the layer (the block's last unit): start, q/k/v in, P.V done, record
     // out, scores done, softmax done.
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 23);
-    // 0. Keys and values in flight (MK_UNIT_KV_LATE: only once the q/k/v are in).
+    // 0. Keys and values in flight.
     uint4 kr[kAttnPreloadTiles], vr[kAttnPreloadTiles];
-    auto load_kv = [&] {
 #pragma unroll
-        for (int a = 0; a < kAttnPreloadTiles; ++a) {
-            const int j = a * kAttnTile + slot;
-            kr[a] = make_uint4(0u, 0u, 0u, 0u);
-            vr[a] = make_uint4(0u, 0u, 0u, 0u);
-            if (j < n) {
-                kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
-                vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
-            }
+    for (int a = 0; a < kAttnPreloadTiles; ++a) {
+        const int j = a * kAttnTile + slot;
+        kr[a] = make_uint4(0u, 0u, 0u, 0u);
+        vr[a] = make_uint4(0u, 0u, 0u, 0u);
+        if (j < n) {
+            kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
+            vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
         }
-    };
-    if (MK_UNIT_KV_PREFETCH == 1 && tid == 0) prefetch_unit_kv(P, layer, g, start, n);
-    if (!MK_UNIT_KV_LATE) load_kv();
+    }
 
     // 1. Queries (shared memory); the last unit's tasks kGqa, kGqa + 1 write the K and V rows of
     //    `position` to the cache and to s.kv_row. Task t runs on warp t (`pumping`, MK_UNIT_PUMP:
@@ -1902,7 +1879,6 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         __syncthreads();
     }
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 24);
-    if (MK_UNIT_KV_LATE) load_kv();
     if (writes_row) {
 #pragma unroll
         for (int a = 0; a < kAttnPreloadTiles; ++a) {
@@ -2738,13 +2714,10 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             const int ev = layer * MK_TRACE_EVENTS_PER_LAYER;
             (void)ev;
             if (attn) MK_MARK(ev + 0);
-            // Half 2L (2) or 2L - 1 (3; layer 0's in half 0) asks for layer L's.
-            if (MK_UNIT_KV_PREFETCH >= 2 && (attn ? MK_UNIT_KV_PREFETCH == 2 || half == 0 : MK_UNIT_KV_PREFETCH == 3) &&
-                threadIdx.x == 0) {
-                const int kv_layer = attn ? layer : layer + 1;
-                for (int u = b; u < attention_units && kv_layer < kLayers; u += nb) {
+            if (MK_UNIT_KV_PREFETCH && attn && half < 2 * kLayers && threadIdx.x == 0) {
+                for (int u = b; u < attention_units; u += nb) {
                     const int start = (u % split.units) * split.chunk;
-                    prefetch_unit_kv(P, kv_layer, u / split.units, start, min(split.chunk, position + 1 - start));
+                    prefetch_unit_kv(P, layer, u / split.units, start, min(split.chunk, position + 1 - start));
                 }
             }
             if (half == 0) {
