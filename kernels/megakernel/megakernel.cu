@@ -1765,6 +1765,7 @@ constexpr int kAttnPreloadTiles = 2;
 #ifndef MK_UNIT_KV_PREFETCH
 #define MK_UNIT_KV_PREFETCH 1
 #endif
+// Keys [start, start + n) of kv head g in layer `layer`, and their values, asked for in L2 (one thread).
 __device__ __forceinline__ void prefetch_unit_kv(const MegakernelParams& P, int layer, int g, int start, int n) {
     const size_t off = kv_offset(P, layer, g, start);
     const unsigned bytes = static_cast<unsigned>(n) * kHeadDim * 2u;
@@ -2241,11 +2242,8 @@ __device__ __forceinline__ void decode_step(const MegakernelParams& P, const int
             prefetch_rows<kQDim>(w_o, r0, nr, kNoCap);
             if (threadIdx.x == 0) {
                 for (int w = b; w < attention_units; w += nb) {  // the KV ranges of this block's units
-                    const int g = w / split.units, start = (w % split.units) * split.chunk;
-                    const unsigned bytes = static_cast<unsigned>(min(split.chunk, n_keys - start)) * kHeadDim * 2u;
-                    const size_t off = kv_offset(P, layer, g, start);
-                    prefetch_l2_async(P.k_cache + off, bytes);
-                    prefetch_l2_async(P.v_cache + off, bytes);
+                    const int start = (w % split.units) * split.chunk;
+                    prefetch_unit_kv(P, layer, w / split.units, start, min(split.chunk, n_keys - start));
                 }
             }
         }
