@@ -49,7 +49,8 @@ PAGE_BYTES = 32768    # kPageBytes
 
 def shared_bytes(config: ModelConfig, ring: bool = False) -> int:
     """Dynamic shared memory per block: kSharedBytes in megakernel.cu, or with ``ring`` (the
-    fused_ring variant) kSharedBytesRing, which adds the weight ring and its barriers."""
+    ring variants) kSharedBytesRing, which adds the weight ring and its barriers, and the keys of
+    the block's attention unit (MK_UNIT_KEYS_SHARED)."""
     def round16(n: int) -> int:
         return (n + 15) // 16 * 16
 
@@ -69,7 +70,9 @@ def shared_bytes(config: ModelConfig, ring: bool = False) -> int:
     if not ring:
         return base
     table = round16((4 * config.layers + 1) * 8)
-    return (base + 127) // 128 * 128 + RING_SLOTS * PAGE_BYTES + RING_SLOTS * 8 + table
+    ring_end = (base + 127) // 128 * 128 + RING_SLOTS * PAGE_BYTES + RING_SLOTS * 8 + table
+    unit_keys = 2 * ATTN_TILE * HEAD_DIM * 2  # the keys of a block's attention unit, and their mbarrier
+    return (ring_end + 127) // 128 * 128 + unit_keys + 16
 
 
 def trace_stride() -> int:

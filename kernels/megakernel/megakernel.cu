@@ -254,7 +254,11 @@ static_assert(kLmSlotRowSlot + kRingSlots <= kLmVocabSlot && kLmClaimPtrSlot % 2
 constexpr int kPageBytes = MK_PAGE_BYTES;
 constexpr int kRingOffset = (kSharedBytes + 127) / 128 * 128;
 constexpr int kRingTableBytes = round16(kStreamSegments * 8);  // per segment: first row, rows (int2)
-constexpr int kSharedBytesRing = kRingOffset + kRingSlots * kPageBytes + kRingSlots * 8 + kRingTableBytes;
+// Then (128-byte aligned) the keys of the block's attention unit, copied in at the start of their layer
+// (MK_UNIT_KEYS_SHARED: at most 2 tiles of 32 keys), and their mbarrier.
+constexpr int kUnitKeysOffset = (kRingOffset + kRingSlots * kPageBytes + kRingSlots * 8 + kRingTableBytes + 127) / 128 * 128;
+constexpr int kUnitKeysBytes = 2 * (kThreads / 16) * kHeadDim * 2;
+constexpr int kSharedBytesRing = kUnitKeysOffset + kUnitKeysBytes + 16;
 
 template <int kVariant>
 __host__ __device__ constexpr int shared_bytes_of() { return Variant<kVariant>::ring ? kSharedBytesRing : kSharedBytes; }
@@ -272,6 +276,8 @@ struct Shared {
     unsigned char* ring;           // [kRingSlots][kPageBytes]: weight pages (ring variant only)
     unsigned long long* ring_full; // [kRingSlots]: mbarrier per slot, "the page has landed" (ring)
     int2* ring_rows;               // [kStreamSegments]: the block's first row and row count (ring)
+    bf16_t* unit_keys;             // [2 tiles][128]: the keys of the block's attention unit (ring)
+    unsigned long long* unit_keys_full;  // their mbarrier, "the keys have landed" (ring)
 };
 
 __device__ __forceinline__ Shared carve_shared() {
@@ -290,6 +296,8 @@ __device__ __forceinline__ Shared carve_shared() {
     s.ring = base + kRingOffset;  // only inside the allocation for the ring variant
     s.ring_full = reinterpret_cast<unsigned long long*>(base + kRingOffset + kRingSlots * kPageBytes);
     s.ring_rows = reinterpret_cast<int2*>(base + kRingOffset + kRingSlots * kPageBytes + kRingSlots * 8);
+    s.unit_keys = reinterpret_cast<bf16_t*>(base + kUnitKeysOffset);
+    s.unit_keys_full = reinterpret_cast<unsigned long long*>(base + kUnitKeysOffset + kUnitKeysBytes);
     return s;
 }
 
@@ -966,6 +974,7 @@ __device__ __forceinline__ Ring ring_start(const MegakernelParams& P, const Shar
     }
     if (threadIdx.x == 0) {
         for (int i = 0; i < kRingSlots; ++i) page_barrier_init(s.ring_full + i);
+        page_barrier_init(s.unit_keys_full);
         page_barrier_init_fence();
         if (kPaced && kLmDynamic) {
             reinterpret_cast<int*>(s.misc)[kLmVocabSlot] = static_cast<int>(P.vocab);
@@ -1772,6 +1781,30 @@ __device__ __forceinline__ void prefetch_unit_kv(const MegakernelParams& P, int 
     prefetch_l2_async(P.k_cache + off, bytes);
     prefetch_l2_async(P.v_cache + off, bytes);
 }
+// MK_UNIT_KEYS_SHARED (dataflow_splitk_o, with MK_UNIT_KV_PREFETCH; sm_90 and the emulator): the keys
+// of the block's first unit, when it preloads (at most kAttnPreloadTiles tiles), are copied into shared
+// memory (s.unit_keys, one bulk copy) where prefetch_unit_kv would ask for them in L2; only the values
+// are then loaded while the unit waits for its q/k/v.
+#ifndef MK_UNIT_KEYS_SHARED
+#define MK_UNIT_KEYS_SHARED 1
+#endif
+static_assert(kUnitKeysBytes == kAttnPreloadTiles * kAttnTile * kHeadDim * 2, "s.unit_keys holds a preloading unit's keys");
+__host__ __device__ constexpr bool unit_keys_shared_built() {
+#if MK_UNIT_KEYS_SHARED && (defined(MK_EMULATE) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900))
+    return true;
+#else
+    return false;
+#endif
+}
+// Thread 0: keys [start, start + n) of kv head g in layer `layer` into s.unit_keys (the copy's use
+// number is the layer), their values asked for in L2.
+__device__ __forceinline__ void copy_unit_keys(const MegakernelParams& P, int layer, int g, int start, int n,
+                                               const Shared& s) {
+    const size_t off = kv_offset(P, layer, g, start);
+    const unsigned bytes = static_cast<unsigned>(n) * kHeadDim * 2u;
+    page_copy_async(s.unit_keys, P.k_cache + off, bytes, s.unit_keys_full);
+    prefetch_l2_async(P.v_cache + off, bytes);
+}
 constexpr int kSlotsPerWarp = 32 / (kThreads / kAttnTile);  // key slots of a tile per warp (2)
 // MK_UNIT_KEY_WARPS (1; the dataflow variants): only the warps holding some of the unit's keys
 // compute scores and P.V (fused_stream would spill registers).
@@ -1823,7 +1856,7 @@ template <bool kKeyWarps = false, class In = PlainIO, class Out = PlainIO, class
 __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams& P, int layer, int position, int g,
                                                          int u, AttentionSplit split, const Shared& s, In in = In{},
                                                          Out out = Out{}, Rec rec = Rec{}, Pump pump = Pump{},
-                                                         bool pumping = false) {
+                                                         bool pumping = false, bool keys_shared = false) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int slot = tid >> 4, dc = tid & 15;
     const int start = u * split.chunk;
@@ -1844,7 +1877,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         kr[a] = make_uint4(0u, 0u, 0u, 0u);
         vr[a] = make_uint4(0u, 0u, 0u, 0u);
         if (j < n) {
-            kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
+            if (!keys_shared) kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
             vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
         }
     }
@@ -1880,6 +1913,14 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         __syncthreads();
     }
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 24);
+    if (keys_shared) {  // copied in at the layer's start (copy_unit_keys)
+        page_wait(s.unit_keys_full, static_cast<unsigned>(layer));
+#pragma unroll
+        for (int a = 0; a < kAttnPreloadTiles; ++a) {
+            const int j = a * kAttnTile + slot;
+            if (j < n) kr[a] = reinterpret_cast<const uint4*>(s.unit_keys + j * kHeadDim)[dc];
+        }
+    }
     if (writes_row) {
 #pragma unroll
         for (int a = 0; a < kAttnPreloadTiles; ++a) {
@@ -2551,6 +2592,9 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     const int attention_units = kKVHeads * split.units;
     // MK_UNIT_PUMP, in dataflow_splitk_o (in dataflow_splitk it made ptxas spill on sm_90)
     const bool units_busy = kUnitPump && T::splitk_o && attention_units * 100 >= MK_UNIT_PUMP * nb;
+    // MK_UNIT_KEYS_SHARED: the block's first unit takes its keys from s.unit_keys
+    const bool keys_shared = unit_keys_shared_built() && T::splitk_o && MK_UNIT_KV_PREFETCH &&
+                             ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles;
     // Read before this block produces anything; block 0 advances it at its very end, which it
     // reaches only after every block's residual rows (so after every block has read it).
     const unsigned launch = T::dataflow ? load_volatile_u32(P.counters + kLaunchSlot) : 0u;
@@ -2680,7 +2724,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                 if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles) {
                     if constexpr (T::splitk_o)
                         attention_unit_preloaded<kUnitKeyWarps>(P, layer, position, g, unit, split, s, in, out,
-                                                                rec, pump, units_busy);
+                                                                rec, pump, units_busy, keys_shared && u == b);
                     else
                         attention_unit_preloaded<kUnitKeyWarps>(P, layer, position, g, unit, split, s, in, out,
                                                                 rec);
@@ -2715,7 +2759,11 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             if (MK_UNIT_KV_PREFETCH && attn && half < 2 * kLayers && threadIdx.x == 0) {
                 for (int u = b; u < attention_units; u += nb) {
                     const int start = (u % split.units) * split.chunk;
-                    prefetch_unit_kv(P, layer, u / split.units, start, min(split.chunk, position + 1 - start));
+                    const int n = min(split.chunk, position + 1 - start);
+                    if (keys_shared && u == b)
+                        copy_unit_keys(P, layer, u / split.units, start, n, s);
+                    else
+                        prefetch_unit_kv(P, layer, u / split.units, start, n);
                 }
             }
             if (half == 0) {
