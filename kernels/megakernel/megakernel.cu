@@ -1788,6 +1788,9 @@ __device__ __forceinline__ void prefetch_unit_kv(const MegakernelParams& P, int 
 #ifndef MK_UNIT_KEYS_SHARED
 #define MK_UNIT_KEYS_SHARED 1
 #endif
+#ifndef MK_UNIT_V_LATE  // probe: with the keys in shared memory, the values loaded after the q/k/v wait
+#define MK_UNIT_V_LATE 0
+#endif
 static_assert(kUnitKeysBytes == kAttnPreloadTiles * kAttnTile * kHeadDim * 2, "s.unit_keys holds a preloading unit's keys");
 __host__ __device__ constexpr bool unit_keys_shared_built() {
 #if MK_UNIT_KEYS_SHARED && (defined(MK_EMULATE) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900))
@@ -1878,7 +1881,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         vr[a] = make_uint4(0u, 0u, 0u, 0u);
         if (j < n) {
             if (!keys_shared) kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
-            vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
+            if (!(MK_UNIT_V_LATE && keys_shared)) vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
         }
     }
 
@@ -1918,7 +1921,10 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 #pragma unroll
         for (int a = 0; a < kAttnPreloadTiles; ++a) {
             const int j = a * kAttnTile + slot;
-            if (j < n) kr[a] = reinterpret_cast<const uint4*>(s.unit_keys + j * kHeadDim)[dc];
+            if (j < n) {
+                kr[a] = reinterpret_cast<const uint4*>(s.unit_keys + j * kHeadDim)[dc];
+                if (MK_UNIT_V_LATE) vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
+            }
         }
     }
     if (writes_row) {
