@@ -2600,7 +2600,8 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     const bool units_busy = kUnitPump && T::splitk_o && attention_units * 100 >= MK_UNIT_PUMP * nb;
     // MK_UNIT_KEYS_SHARED: the block's first unit takes its keys from s.unit_keys
     const bool keys_shared = unit_keys_shared_built() && T::splitk_o && MK_UNIT_KV_PREFETCH &&
-                             ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles;
+                             ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles &&
+                             (MK_UNIT_KEYS_SHARED == 2 || units_busy);
     // Read before this block produces anything; block 0 advances it at its very end, which it
     // reaches only after every block's residual rows (so after every block has read it).
     const unsigned launch = T::dataflow ? load_volatile_u32(P.counters + kLaunchSlot) : 0u;
