@@ -1784,12 +1784,13 @@ __device__ __forceinline__ void prefetch_unit_kv(const MegakernelParams& P, int 
 // MK_UNIT_KEYS_SHARED (dataflow_splitk_o, with MK_UNIT_KV_PREFETCH; sm_90 and the emulator): the keys
 // of the block's first unit, when it preloads (at most kAttnPreloadTiles tiles), are copied into shared
 // memory (s.unit_keys, one bulk copy) where prefetch_unit_kv would ask for them in L2; only the values
-// are then loaded while the unit waits for its q/k/v.
+// are then loaded while the unit waits for its q/k/v. Session 23, A/B at p = 1 / 200 / 1000: H200
+// 0.996x / 0.998x / 1.008x and 0.998x / 1.001x / 1.007x (runs 2, 3), H100 1.000x / 1.002x / 1.002x (run
+// 1); the traced q/k/v wait at p=1000 2.20 -> 1.69 us (H200) and 2.43 -> 1.91 us (H100). Copied only
+// once units are busy (MK_UNIT_PUMP's share): the same at p=1. Values loaded after the wait: 0.991x /
+// 0.998x / 1.003x (H200).
 #ifndef MK_UNIT_KEYS_SHARED
 #define MK_UNIT_KEYS_SHARED 1
-#endif
-#ifndef MK_UNIT_V_LATE  // probe: with the keys in shared memory, the values loaded after the q/k/v wait
-#define MK_UNIT_V_LATE 0
 #endif
 static_assert(kUnitKeysBytes == kAttnPreloadTiles * kAttnTile * kHeadDim * 2, "s.unit_keys holds a preloading unit's keys");
 __host__ __device__ constexpr bool unit_keys_shared_built() {
@@ -1881,7 +1882,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         vr[a] = make_uint4(0u, 0u, 0u, 0u);
         if (j < n) {
             if (!keys_shared) kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
-            if (!(MK_UNIT_V_LATE && keys_shared)) vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
+            vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
         }
     }
 
@@ -1921,10 +1922,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 #pragma unroll
         for (int a = 0; a < kAttnPreloadTiles; ++a) {
             const int j = a * kAttnTile + slot;
-            if (j < n) {
-                kr[a] = reinterpret_cast<const uint4*>(s.unit_keys + j * kHeadDim)[dc];
-                if (MK_UNIT_V_LATE) vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
-            }
+            if (j < n) kr[a] = reinterpret_cast<const uint4*>(s.unit_keys + j * kHeadDim)[dc];
         }
     }
     if (writes_row) {
@@ -2600,8 +2598,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     const bool units_busy = kUnitPump && T::splitk_o && attention_units * 100 >= MK_UNIT_PUMP * nb;
     // MK_UNIT_KEYS_SHARED: the block's first unit takes its keys from s.unit_keys
     const bool keys_shared = unit_keys_shared_built() && T::splitk_o && MK_UNIT_KV_PREFETCH &&
-                             ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles &&
-                             (MK_UNIT_KEYS_SHARED == 2 || units_busy);
+                             ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles;
     // Read before this block produces anything; block 0 advances it at its very end, which it
     // reaches only after every block's residual rows (so after every block has read it).
     const unsigned launch = T::dataflow ? load_volatile_u32(P.counters + kLaunchSlot) : 0u;
