@@ -1800,14 +1800,88 @@ __host__ __device__ constexpr bool unit_keys_shared_built() {
     return false;
 #endif
 }
+// MK_UNIT_WARP_KEYS (with MK_UNIT_KEYS_SHARED; 0: off): a unit of at most this many keys has its values
+// copied into s.unit_keys too (after a tile of keys), and is computed by one warp per q head once its
+// q/k/v are in (unit_by_warps: no block barrier between its scores, softmax and P.V).
+#ifndef MK_UNIT_WARP_KEYS
+#define MK_UNIT_WARP_KEYS 16
+#endif
+constexpr int kUnitWarpKeys = MK_UNIT_WARP_KEYS;
+static_assert(kUnitWarpKeys >= 0 && kUnitWarpKeys <= kAttnTile && kUnitWarpKeys % 4 == 0,
+              "MK_UNIT_WARP_KEYS: a multiple of 4, at most a tile (its keys and values share s.unit_keys)");
+__device__ __forceinline__ const bf16_t* unit_values_shared(const Shared& s) { return s.unit_keys + kAttnTile * kHeadDim; }
+
 // Thread 0: keys [start, start + n) of kv head g in layer `layer` into s.unit_keys (the copy's use
-// number is the layer), their values asked for in L2.
+// number is the layer), their values too for a unit of at most kUnitWarpKeys keys, else asked for in L2.
 __device__ __forceinline__ void copy_unit_keys(const MegakernelParams& P, int layer, int g, int start, int n,
                                                const Shared& s) {
     const size_t off = kv_offset(P, layer, g, start);
     const unsigned bytes = static_cast<unsigned>(n) * kHeadDim * 2u;
-    page_copy_async(s.unit_keys, P.k_cache + off, bytes, s.unit_keys_full);
-    prefetch_l2_async(P.v_cache + off, bytes);
+    if (kUnitWarpKeys > 0 && n <= kUnitWarpKeys) {
+        page_copy2_async(s.unit_keys, P.k_cache + off, const_cast<bf16_t*>(unit_values_shared(s)), P.v_cache + off,
+                         bytes, s.unit_keys_full);
+    } else {
+        page_copy_async(s.unit_keys, P.k_cache + off, bytes, s.unit_keys_full);
+        prefetch_l2_async(P.v_cache + off, bytes);
+    }
+}
+
+// Warp h < kGqa: q head h of a unit of n <= kUnitWarpKeys keys, all in shared memory (q in s.q, keys and
+// values in s.unit_keys, the row of `position` in s.kv_row when the unit writes it), into its LL record.
+// Lane l holds dims l + 32 i, as qk_task writes them; the scores of 4 keys meet by one reduce-scatter
+// and lane j then holds key j's.
+template <class Rec>
+__device__ __forceinline__ void unit_by_warps(const MegakernelParams& P, int layer, int g, int u, int n,
+                                              bool writes_row, AttentionSplit split, const Shared& s, Rec rec_io) {
+    const int lane = threadIdx.x & 31, h = threadIdx.x >> 5;
+    (void)layer;
+    if (h >= kGqa) return;
+    float q[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q[i] = s.q[h * kHeadDim + lane + 32 * i];
+    auto key_row = [&](int j) { return writes_row && j == n - 1 ? s.kv_row : s.unit_keys + j * kHeadDim; };
+    auto value_row = [&](int j) {
+        return writes_row && j == n - 1 ? s.kv_row + kHeadDim : unit_values_shared(s) + j * kHeadDim;
+    };
+    float x = -3.402823466e38f;  // lane j: key j's score
+#pragma unroll 1
+    for (int j0 = 0; j0 < n; j0 += 4) {
+        float d[4];
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            d[a] = 0.f;
+            if (j0 + a < n) {
+                const bf16_t* k = key_row(j0 + a);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) d[a] = fmaf(q[i], bf16_to_float(k[lane + 32 * i]), d[a]);
+            }
+        }
+        reduce_scatter4<32>(d, lane);  // lanes 8a .. 8a + 7: key j0 + a
+        const float y = __shfl_sync(kFullMask, d[0], (lane & 3) * 8);
+        if ((lane & ~3) == j0) x = y * kAttnScale;
+    }
+    MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 28);
+    const float m = warp_max(x);
+    const float e = lane < n ? expf(x - m) : 0.f;
+    const float l = warp_sum(e);
+    MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 29);
+    float o[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 1
+    for (int j = 0; j < n; ++j) {
+        const float p = __shfl_sync(kFullMask, e, j);
+        const bf16_t* v = value_row(j);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o[i] = fmaf(p, bf16_to_float(v[lane + 32 * i]), o[i]);
+    }
+    MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 25);
+    float* rec = P.attn_partial + (static_cast<size_t>(g * split.units + u) * kGqa + h) * kPartialStride;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) rec_io.store(rec + lane + 32 * i, o[i]);
+    if (lane == 0) {
+        rec_io.store(rec + kHeadDim, m);
+        rec_io.store(rec + kHeadDim + 1, l);
+    }
+    MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 26);
 }
 constexpr int kSlotsPerWarp = 32 / (kThreads / kAttnTile);  // key slots of a tile per warp (2)
 // MK_UNIT_KEY_WARPS (1; the dataflow variants): only the warps holding some of the unit's keys
@@ -1866,6 +1940,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     const int start = u * split.chunk;
     const int n = min(split.chunk, position + 1 - start);
     const bool writes_row = u == split.units - 1;  // key n - 1 is `position`
+    const bool by_warps = kUnitWarpKeys > 0 && Rec::kLL && keys_shared && n <= kUnitWarpKeys;  // its values in s.unit_keys too
     const size_t head = kv_offset(P, layer, g, 0);
     const bf16_t* keys = P.k_cache + head + static_cast<size_t>(start) * kHeadDim;
     const bf16_t* values = P.v_cache + head + static_cast<size_t>(start) * kHeadDim;
@@ -1882,7 +1957,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
         vr[a] = make_uint4(0u, 0u, 0u, 0u);
         if (j < n) {
             if (!keys_shared) kr[a] = load_l2_16B(keys + static_cast<size_t>(j) * kHeadDim + dc * 8);
-            vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
+            if (!by_warps) vr[a] = load_l2_16B(values + static_cast<size_t>(j) * kHeadDim + dc * 8);
         }
     }
 
@@ -1919,6 +1994,11 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 24);
     if (keys_shared) {  // copied in at the layer's start (copy_unit_keys)
         page_wait(s.unit_keys_full, static_cast<unsigned>(layer));
+        if (by_warps) {
+            if constexpr (Rec::kLL) unit_by_warps(P, layer, g, u, n, writes_row, split, s, rec);
+            __syncthreads();  // shared buffers are reused by the next unit
+            return;
+        }
 #pragma unroll
         for (int a = 0; a < kAttnPreloadTiles; ++a) {
             const int j = a * kAttnTile + slot;

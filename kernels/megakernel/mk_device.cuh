@@ -197,6 +197,38 @@ __device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsi
 #endif
 }
 
+// page_copy_async of two ranges of `bytes` each, completing together on `bar` (one arrival).
+__device__ __forceinline__ void page_copy2_async(void* dst0, const void* src0, void* dst1, const void* src1,
+                                                 unsigned bytes, unsigned long long* bar) {
+#if defined(MK_EMULATE)
+    if ((threadIdx.x & 31) == 0) {
+        memcpy(dst0, src0, bytes);
+        memcpy(dst1, src1, bytes);
+        ++*bar;
+    }
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if ((threadIdx.x & 31) == 0) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(2u * bytes)
+                     : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(shared_address(dst0)), "l"(src0), "r"(bytes), "r"(shared_address(bar))
+                     : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     ::"r"(shared_address(dst1)), "l"(src1), "r"(bytes), "r"(shared_address(bar))
+                     : "memory");
+    }
+#else
+    (void)bar;
+    for (int r = 0; r < 2; ++r) {
+        const unsigned d = shared_address(r ? dst1 : dst0);
+        const char* g = static_cast<const char*>(r ? src1 : src0);
+        for (unsigned off = (threadIdx.x & 31) * 16u; off < bytes; off += 512u)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + off), "l"(g + off) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
 // Called by all 32 lanes of the issuing warp: completes the slot's current use with no copy (a
 // marker the consumer reads beside the slot).
 __device__ __forceinline__ void page_arrive_empty(unsigned long long* bar) {
