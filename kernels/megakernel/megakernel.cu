@@ -1804,9 +1804,12 @@ __host__ __device__ constexpr bool unit_keys_shared_built() {
 // copied into s.unit_keys too (after a tile of keys), and is computed by one warp per q head once its
 // q/k/v are in (unit_by_warps: no block barrier between its scores, softmax and P.V).
 #ifndef MK_UNIT_WARP_KEYS
-#define MK_UNIT_WARP_KEYS 16
+#define MK_UNIT_WARP_KEYS 8
 #endif
 constexpr int kUnitWarpKeys = MK_UNIT_WARP_KEYS;
+#ifndef MK_UNIT_WARP_UNROLL  // probe: 0 (loops) or 1 (unrolled)
+#define MK_UNIT_WARP_UNROLL 0
+#endif
 static_assert(kUnitWarpKeys >= 0 && kUnitWarpKeys <= kAttnTile && kUnitWarpKeys % 4 == 0,
               "MK_UNIT_WARP_KEYS: a multiple of 4, at most a tile (its keys and values share s.unit_keys)");
 __device__ __forceinline__ const bf16_t* unit_values_shared(const Shared& s) { return s.unit_keys + kAttnTile * kHeadDim; }
@@ -1844,8 +1847,13 @@ __device__ __forceinline__ void unit_by_warps(const MegakernelParams& P, int lay
         return writes_row && j == n - 1 ? s.kv_row + kHeadDim : unit_values_shared(s) + j * kHeadDim;
     };
     float x = -3.402823466e38f;  // lane j: key j's score
+#if MK_UNIT_WARP_UNROLL
+#pragma unroll
+#else
 #pragma unroll 1
-    for (int j0 = 0; j0 < n; j0 += 4) {
+#endif
+    for (int j0 = 0; j0 < kUnitWarpKeys; j0 += 4) {
+        if (j0 >= n) break;  // warp-uniform
         float d[4];
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
@@ -1866,8 +1874,13 @@ __device__ __forceinline__ void unit_by_warps(const MegakernelParams& P, int lay
     const float l = warp_sum(e);
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 29);
     float o[4] = {0.f, 0.f, 0.f, 0.f};
+#if MK_UNIT_WARP_UNROLL
+#pragma unroll
+#else
 #pragma unroll 1
-    for (int j = 0; j < n; ++j) {
+#endif
+    for (int j = 0; j < kUnitWarpKeys; ++j) {
+        if (j >= n) break;  // warp-uniform
         const float p = __shfl_sync(kFullMask, e, j);
         const bf16_t* v = value_row(j);
 #pragma unroll
