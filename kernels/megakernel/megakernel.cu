@@ -1802,14 +1802,16 @@ __host__ __device__ constexpr bool unit_keys_shared_built() {
 }
 // MK_UNIT_WARP_KEYS (with MK_UNIT_KEYS_SHARED; 0: off): a unit of at most this many keys has its values
 // copied into s.unit_keys too (after a tile of keys), and is computed by one warp per q head once its
-// q/k/v are in (unit_by_warps: no block barrier between its scores, softmax and P.V).
+// q/k/v are in (unit_by_warps: no block barrier between its scores, softmax and P.V). Session 23, A/B
+// against 0 at p = 1 / 10 / 200 / 1000 (units of 2, 11, 9 and 41 keys; run 8 H100, run 9 H200):
+// 8 keys 1.005x / 1.000x / 0.999x / 1.002x and 1.007x / 0.998x / 1.001x / 0.999x; 16 and 32 keys slower
+// at p=10 (0.984x, H100: a warp's 11 keys one group after another); unrolled over 8 or 16 keys
+// (10,648 / 11,720 SASS instructions against 9,952) 0.995-1.013x, no better at p=1 and slower at p=10.
+// Traced (p=1): the unit's softmax, P.V and record out 0.80 -> 0.48 us; its scores stay at 0.4 us.
 #ifndef MK_UNIT_WARP_KEYS
 #define MK_UNIT_WARP_KEYS 8
 #endif
 constexpr int kUnitWarpKeys = MK_UNIT_WARP_KEYS;
-#ifndef MK_UNIT_WARP_UNROLL  // probe: 0 (loops) or 1 (unrolled)
-#define MK_UNIT_WARP_UNROLL 0
-#endif
 static_assert(kUnitWarpKeys >= 0 && kUnitWarpKeys <= kAttnTile && kUnitWarpKeys % 4 == 0,
               "MK_UNIT_WARP_KEYS: a multiple of 4, at most a tile (its keys and values share s.unit_keys)");
 __device__ __forceinline__ const bf16_t* unit_values_shared(const Shared& s) { return s.unit_keys + kAttnTile * kHeadDim; }
@@ -1847,13 +1849,8 @@ __device__ __forceinline__ void unit_by_warps(const MegakernelParams& P, int lay
         return writes_row && j == n - 1 ? s.kv_row + kHeadDim : unit_values_shared(s) + j * kHeadDim;
     };
     float x = -3.402823466e38f;  // lane j: key j's score
-#if MK_UNIT_WARP_UNROLL
-#pragma unroll
-#else
 #pragma unroll 1
-#endif
-    for (int j0 = 0; j0 < kUnitWarpKeys; j0 += 4) {
-        if (j0 >= n) break;  // warp-uniform
+    for (int j0 = 0; j0 < n; j0 += 4) {
         float d[4];
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
@@ -1874,13 +1871,8 @@ __device__ __forceinline__ void unit_by_warps(const MegakernelParams& P, int lay
     const float l = warp_sum(e);
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 29);
     float o[4] = {0.f, 0.f, 0.f, 0.f};
-#if MK_UNIT_WARP_UNROLL
-#pragma unroll
-#else
 #pragma unroll 1
-#endif
-    for (int j = 0; j < kUnitWarpKeys; ++j) {
-        if (j >= n) break;  // warp-uniform
+    for (int j = 0; j < n; ++j) {
         const float p = __shfl_sync(kFullMask, e, j);
         const bf16_t* v = value_row(j);
 #pragma unroll

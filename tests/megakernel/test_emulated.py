@@ -153,15 +153,16 @@ def test_emulated_splitk_o_lighter_unit_blocks(position: int) -> None:
 
 @pytest.mark.parametrize(
     "position, defines",
-    [(10, ()), (72, ()), (30, ("MK_UNIT_WARP_KEYS=32",)), (10, ("MK_UNIT_WARP_KEYS=0",)),
-     (72, ("MK_UNIT_KEYS_SHARED=0",))],
-    ids=["11-keys", "64+9-keys", "31-keys-tile-threshold", "warps-off", "keys-from-l2"],
+    [(5, ()), (70, ()), (10, ("MK_UNIT_WARP_KEYS=16",)), (30, ("MK_UNIT_WARP_KEYS=32",)),
+     (5, ("MK_UNIT_WARP_KEYS=0",)), (70, ("MK_UNIT_KEYS_SHARED=0",))],
+    ids=["6-keys", "64+7-keys", "11-keys", "31-keys-tile-threshold", "warps-off", "keys-from-l2"],
 )
 def test_emulated_splitk_o_units_by_warps(position: int, defines: tuple[str, ...]) -> None:
     """Units of at most MK_UNIT_WARP_KEYS keys, their keys and values copied into shared memory at the
-    layer's start, computed by one warp per q head: one unit of 11 keys; 64 + 9 keys, the short last
-    unit writing the row of `position`; 31 keys with the threshold at a whole tile. Then the 16-warp
-    unit on the same keys (the warps' path off), and with the keys loaded from L2 (MK_UNIT_KEYS_SHARED=0)."""
+    layer's start, computed by one warp per q head: one unit of 6 keys; 64 + 7 keys, the short last
+    unit writing the row of `position`; 11 and 31 keys with the threshold at 16 and at a whole tile.
+    Then the 16-warp unit on 6 keys (the warps' path off), and with the keys loaded from L2
+    (MK_UNIT_KEYS_SHARED=0)."""
     check_emulated_step(TINY, "dataflow_splitk_o", 7, position, False, defines=defines)
 
 
