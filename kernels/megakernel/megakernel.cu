@@ -1863,7 +1863,7 @@ __device__ __forceinline__ void unit_by_warps(const MegakernelParams& P, int lay
         }
         reduce_scatter4<32>(d, lane);  // lanes 8a .. 8a + 7: key j0 + a
         const float y = __shfl_sync(kFullMask, d[0], (lane & 3) * 8);
-        if ((lane & ~3) == j0) x = y * kAttnScale;
+        if ((lane & ~3) == j0 && lane < n) x = y * kAttnScale;  // lanes past the keys keep -inf's stand-in
     }
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 28);
     const float m = warp_max(x);

@@ -35,7 +35,7 @@ from kernels.megakernel.family import (
 )
 from kernels.megakernel.reference import ReferenceModel, bf16_bits_to_float, make_weights, random_kv_cache
 
-CHECK_POSITIONS = (7, 600)
+CHECK_POSITIONS = (0, 7, 600)  # 0: one key, the step's own
 TOKEN = 1234
 GRID_SYNC_ITERATIONS = 2000
 
