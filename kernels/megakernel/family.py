@@ -231,8 +231,15 @@ LOGIT_TOLERANCE = {
     "odd-pages": {"max_rel_l2": 5e-3, "atol": 5e-3},  # a one-layer emulator shape (test_emulated.py)
     "qwen3-0.6b": {"max_rel_l2": 5e-3, "atol": 1e-2},
 }
-# KV rows written at the step's position: bf16, so two ulps (2^-6 relative) plus a small floor.
-KV_TOLERANCE = {"max_rel_l2": 5e-3, "atol": 1e-3, "rtol": 2.0**-6}
+# KV rows written at the step's position: bf16, so two ulps (2^-6 relative) plus a floor. The floor
+# was 1e-3 until session 23, which measured it too tight at position 0: there the attention output IS
+# the step's own V row, so a V element whose bf16 rounding tips (one ulp, from float32 summation
+# order) passes whole into the residual, whose magnitude is small (0.02-scale embeddings), and the
+# full model's K rows 20-26 layers on move by up to 4.8e-3 (272 of 28,672 elements over 1e-3 with the
+# A/B's data, session 22's kernel and every later build alike; 4.2e-3 with the test's data for a build
+# whose record rounded o / l differently). Their relative L2 stays within 5e-3; a wrong row, head or
+# position moves K and V by O(0.1-1).
+KV_TOLERANCE = {"max_rel_l2": 5e-3, "atol": 1e-2, "rtol": 2.0**-6}
 
 # Steps at which the transformers peer is checked against our model before it is timed (token
 # 1234, full model, KV prefill seed 1): the reference's top-2 logit gaps there are 0.51 and 0.34,
