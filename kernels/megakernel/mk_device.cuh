@@ -159,6 +159,15 @@ __device__ __forceinline__ void page_barrier_init_fence() {
 #endif
 }
 
+#if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// One thread: one bulk copy global -> shared completing on `bar` (its expect_tx counted by the caller).
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
+                 : "memory");
+}
+#endif
+
 // Called by all 32 lanes of the issuing warp: bytes (a multiple of 16; dst and src 16-byte aligned)
 // from global src into shared dst, completing on `bar`.
 // kEvictFirst (sm_90): the lines leave L2 before any others (the LM head's, so that what the next
@@ -182,9 +191,7 @@ __device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsi
                 ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
                 : "memory");
         } else {
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
-                         : "memory");
+            bulk_copy_to_shared(dst, src, bytes, bar);
         }
     }
 #else
@@ -210,12 +217,8 @@ __device__ __forceinline__ void page_copy2_async(void* dst0, const void* src0, v
     if ((threadIdx.x & 31) == 0) {
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(2u * bytes)
                      : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     ::"r"(shared_address(dst0)), "l"(src0), "r"(bytes), "r"(shared_address(bar))
-                     : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     ::"r"(shared_address(dst1)), "l"(src1), "r"(bytes), "r"(shared_address(bar))
-                     : "memory");
+        bulk_copy_to_shared(dst0, src0, bytes, bar);
+        bulk_copy_to_shared(dst1, src1, bytes, bar);
     }
 #else
     (void)bar;
