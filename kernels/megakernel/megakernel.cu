@@ -1925,15 +1925,6 @@ constexpr bool kUnitKeyWarps = MK_UNIT_KEY_WARPS != 0;
 #endif
 constexpr bool kUnitScoreReduceScatter = MK_UNIT_SCORE_RS != 0 && kAttnPreloadTiles * kGqa == 4;
 constexpr bool kUnitSmallSoftmax = MK_UNIT_SMALL_SOFTMAX != 0 && kAttnPreloadTiles * kAttnTile <= 64;
-// MK_UNIT_WARP_SOFTMAX (LL records, with the reduce-scatter scores): each warp takes the softmax and
-// P.V of its own 4 keys (2 slots x 2 tiles) per q head and leaves (o, max, sum) in shared memory; the
-// record merges the warps' partials as the O blocks merge units' records. One block barrier after the
-// scores instead of three (scores, softmax, P.V), and no warp waits for the two softmax warps.
-#ifndef MK_UNIT_WARP_SOFTMAX
-#define MK_UNIT_WARP_SOFTMAX 1
-#endif
-// (warp_softmax_pv's lane layout: 2 tiles x 2 q heads per key slot, as the reduce-scatter leaves them)
-constexpr bool kUnitWarpSoftmax = MK_UNIT_WARP_SOFTMAX != 0 && kUnitScoreReduceScatter && kAttnPreloadTiles == 2;
 
 // MK_UNIT_PUMP (dataflow_splitk_o; a share of the grid in percent, 0: off): once at least that
 // share of the blocks run attention units, their ring keeps the others' pace and, while a unit
@@ -1951,74 +1942,6 @@ static_assert(kGqa + 3 <= kWarps, "MK_UNIT_PUMP: the unit's tasks and the issuin
 struct NoPump {
     __device__ __forceinline__ void operator()() const {}
 };
-
-// MK_UNIT_WARP_SOFTMAX, one warp of a preloaded unit after the reduce-scatter of its scores: lane
-// (slot, dc) holds `x`, the score of key a * kAttnTile + slot for q head h, a = dc bit 3, h = dc bit 2
-// (the four lanes dc & 3 alike), `valid` whether that key is the unit's. The warp's 4 keys per head meet
-// by two shuffles for their max and two for their sum; each half-warp's key slot then weighs its values
-// (vr, as the block path holds them) and the warp's (o, max, sum) per head go to shared memory: o in
-// s.partial as the block path's partials, (max, sum) in s.scores. The warp holds at least one of the
-// unit's keys (it is one of the first key_warps), so its max is a score.
-__device__ __forceinline__ void warp_softmax_pv(float x, bool valid, const uint4 (&vr)[kAttnPreloadTiles],
-                                                const Shared& s, int lane) {
-    const int warp = threadIdx.x >> 5, dc = lane & 15, slot_lanes = lane & 16;
-    if (!valid) x = -3.402823466e38f;
-    float m = fmaxf(x, __shfl_xor_sync(kFullMask, x, 8));  // the other tile
-    m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 16));       // the other key slot
-    const float e = valid ? expf(x - m) : 0.f;
-    float l = e + __shfl_xor_sync(kFullMask, e, 8);
-    l += __shfl_xor_sync(kFullMask, l, 16);
-    if ((lane & ~4) == 0) {  // lanes 0 and 4: q heads 0 and 1
-        const int h = lane >> 2;
-        s.scores[2 * (warp * kGqa + h)] = m;
-        s.scores[2 * (warp * kGqa + h) + 1] = l;
-    }
-#pragma unroll
-    for (int h = 0; h < kGqa; ++h) {
-        float acc[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] = 0.f;
-#pragma unroll
-        for (int a = 0; a < kAttnPreloadTiles; ++a)
-            axpy8_bf16(acc, __shfl_sync(kFullMask, e, slot_lanes | (8 * a) | (4 * h)), vr[a]);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] += __shfl_xor_sync(kFullMask, acc[i], 16);
-        if (lane < 16) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) s.partial[(warp * kGqa + h) * kHeadDim + dc * 8 + i] = acc[i];
-        }
-    }
-}
-
-// MK_UNIT_WARP_SOFTMAX: the unit's record from the first key_warps warps' (o, max, sum) (warp_softmax_pv),
-// merged as merge_unit_records merges units: lane w of a warp takes warp w's max and sum, the warp's
-// 16 lanes meet by shuffles, and each thread (q head, dim) sums the warps' o rescaled.
-template <class Rec>
-__device__ __forceinline__ void record_from_warps(const MegakernelParams& P, int g, int u, AttentionSplit split,
-                                                  const Shared& s, Rec rec_io, int key_warps) {
-    static_assert(kWarps == 16 && kGqa * kHeadDim % 32 == 0, "one lane per warp of 16; warps within a q head");
-    const int tid = threadIdx.x, lane = tid & 31;
-    if (tid >= kGqa * kHeadDim) return;  // warp-uniform
-    const int h = tid / kHeadDim, d = tid % kHeadDim, w = lane & 15;
-    const bool has = w < key_warps;
-    const float mw = has ? s.scores[2 * (w * kGqa + h)] : -3.402823466e38f;
-    float m = mw;
-#pragma unroll
-    for (int offset = 8; offset > 0; offset >>= 1) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));
-    const float scale = has ? expf(mw - m) : 0.f;
-    float l = has ? s.scores[2 * (w * kGqa + h) + 1] * scale : 0.f;
-    l = half_warp_sum(l);
-    float sum = 0.f;
-#pragma unroll 4
-    for (int v = 0; v < key_warps; ++v)
-        sum = fmaf(s.partial[(v * kGqa + h) * kHeadDim + d], __shfl_sync(kFullMask, scale, v), sum);
-    float* rec = unit_record(P, g, split.units, u, h);
-    rec_io.store(rec + d, sum);
-    if (d == 0) {
-        rec_io.store(rec + kHeadDim, m);
-        rec_io.store(rec + kHeadDim + 1, l);
-    }
-}
 
 template <bool kKeyWarps = false, class In = PlainIO, class Out = PlainIO, class Rec = PlainIO, class Pump = NoPump>
 __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams& P, int layer, int position, int g,
@@ -2120,21 +2043,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
             }
             const int which = reduce_scatter4<16>(d, dc);  // d[0]: the sum of (a, h) = which
             const int a = which / kGqa, h = which % kGqa, j = a * kAttnTile + slot;
-            if constexpr (Rec::kLL && kUnitWarpSoftmax) {
-                MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 28);  // warp 0's, as the next one
-                warp_softmax_pv(d[0] * kAttnScale, j < n, vr, s, lane);
-                MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 29);
-            } else {
-                if ((dc & 3) == 0 && j < n) s.scores[h * kAttnMaxChunk + j] = d[0] * kAttnScale;
-            }
-        }
-        if constexpr (Rec::kLL && kUnitWarpSoftmax) {
-            __syncthreads();
-            MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 25);
-            record_from_warps(P, g, u, split, s, rec, key_warps);
-            MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 26);
-            __syncthreads();  // shared buffers are reused by the next unit
-            return;
+            if ((dc & 3) == 0 && j < n) s.scores[h * kAttnMaxChunk + j] = d[0] * kAttnScale;
         }
     } else {
 #pragma unroll

@@ -166,19 +166,6 @@ def test_emulated_splitk_o_units_by_warps(position: int, defines: tuple[str, ...
     check_emulated_step(TINY, "dataflow_splitk_o", 7, position, False, defines=defines)
 
 
-@pytest.mark.parametrize(
-    "position, defines",
-    [(70, ("MK_UNIT_WARP_KEYS=0",)), (40, ()), (12, ("MK_UNIT_WARP_KEYS=0",)), (70, ("MK_UNIT_WARP_SOFTMAX=0",))],
-    ids=["64+7-keys", "41-keys", "13-keys", "block-softmax"],
-)
-def test_emulated_splitk_o_unit_softmax_per_warp(position: int, defines: tuple[str, ...]) -> None:
-    """A 16-warp unit's softmax and P.V taken per warp (MK_UNIT_WARP_SOFTMAX), the record merged from
-    the warps' (o, max, sum): a full unit of 64 keys beside one of 7 (the warps' path off, so both take
-    it; 4 warps hold the 7), 41 keys (the second tile partly past the keys), 13 keys (7 warps, the last
-    with one key), and the block-wide softmax it replaces."""
-    check_emulated_step(TINY, "dataflow_splitk_o", 7, position, False, defines=defines)
-
-
 def check_emulated_step(config: ModelConfig, variant: str, blocks: int, position: int, own_grid_barrier: bool,
                         defines: tuple[str, ...] = ()) -> None:
     weights = make_weights(config, 3)
