@@ -168,6 +168,17 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 }
 #endif
 
+#if !defined(MK_EMULATE) && !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+// All 32 lanes of a warp: 16-byte cp.async copies of bytes from global src into shared dst (before
+// sm_90; the caller commits the group).
+__device__ __forceinline__ void cp_async_range(void* dst, const void* src, unsigned bytes) {
+    const unsigned d = shared_address(dst);
+    const char* g = static_cast<const char*>(src);
+    for (unsigned off = (threadIdx.x & 31) * 16u; off < bytes; off += 512u)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + off), "l"(g + off) : "memory");
+}
+#endif
+
 // Called by all 32 lanes of the issuing warp: bytes (a multiple of 16; dst and src 16-byte aligned)
 // from global src into shared dst, completing on `bar`.
 // kEvictFirst (sm_90): the lines leave L2 before any others (the LM head's, so that what the next
@@ -196,10 +207,7 @@ __device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsi
     }
 #else
     (void)bar;
-    const unsigned d = shared_address(dst);
-    const char* g = static_cast<const char*>(src);
-    for (unsigned off = (threadIdx.x & 31) * 16u; off < bytes; off += 512u)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + off), "l"(g + off) : "memory");
+    cp_async_range(dst, src, bytes);
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
@@ -222,12 +230,8 @@ __device__ __forceinline__ void page_copy2_async(void* dst0, const void* src0, v
     }
 #else
     (void)bar;
-    for (int r = 0; r < 2; ++r) {
-        const unsigned d = shared_address(r ? dst1 : dst0);
-        const char* g = static_cast<const char*>(r ? src1 : src0);
-        for (unsigned off = (threadIdx.x & 31) * 16u; off < bytes; off += 512u)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + off), "l"(g + off) : "memory");
-    }
+    cp_async_range(dst0, src0, bytes);
+    cp_async_range(dst1, src1, bytes);
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
