@@ -3,10 +3,12 @@
     python -m kernels.megakernel.ab --variant dataflow_splitk_o --positions 1 200 1000 \\
         --set base= --set copies1=MK_ACC_COPIES=1 --set pace2=MK_SPLITK_PACED_IN_FLIGHT=2 --out ab.json
 
-Each ``--set NAME=DEFINES`` (comma-separated ``MACRO=VALUE``, empty for the source's defaults) is
-compiled in parallel worker processes first (CuPy's kernel cache keeps the results), then built
+Each ``--set NAME=DEFINES`` (comma-separated ``MACRO=VALUE``, empty for the source's defaults; the
+pseudo-define ``grid_blocks=N`` launches that build on N blocks instead of one per SM) is compiled in parallel worker processes first (CuPy's kernel cache keeps the results), then built
 as its own ``Megakernel`` on the same weights. Every build is checked against the float32
-reference before it is timed. Timing goes round-robin over the builds, ``--rounds`` times per
+reference before it is timed (except a ``--probe``: a build made to time one change whose values are
+known to be wrong, e.g. half the accumulator adders; it is checked, reported as a probe and timed
+whatever its check says). Timing goes round-robin over the builds, ``--rounds`` times per
 position, so drift of the machine (clocks, temperature) falls on every build alike: pool
 machines differ by up to 2.5% for the same code, which is why builds are only compared within a
 run. Prints, per position, each build's median of round medians and its ratio to the first build
@@ -39,7 +41,23 @@ def parse_set(text: str) -> tuple[str, tuple[str, ...]]:
     for d in parsed:
         if "=" not in d:
             raise argparse.ArgumentTypeError(f"--set {name}: {d!r} is not MACRO=VALUE")
+    try:
+        split_grid(parsed)[1]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--set {name}: grid_blocks wants an integer, got {parsed}") from None
     return name, parsed
+
+
+GRID_BLOCKS = "grid_blocks="
+
+
+def split_grid(defines: tuple[str, ...]) -> tuple[tuple[str, ...], int | None]:
+    """The compile defines, and the grid size named by a ``grid_blocks=N`` entry (None: one block per SM)."""
+    grids = [d for d in defines if d.startswith(GRID_BLOCKS)]
+    if len(grids) > 1:
+        raise argparse.ArgumentTypeError(f"one grid_blocks per set, got {grids}")
+    grid = int(grids[0][len(GRID_BLOCKS):]) if grids else None
+    return tuple(d for d in defines if not d.startswith(GRID_BLOCKS)), grid
 
 
 def _compile(defines: tuple[str, ...]) -> float:
@@ -54,7 +72,7 @@ def prebuild(sets: list[tuple[str, tuple[str, ...]]]) -> None:
     """Compile every set in worker processes (spawned: CUDA does not survive fork)."""
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=min(len(sets), 8), mp_context=context) as pool:
-        for (name, _), seconds in zip(sets, pool.map(_compile, [d for _, d in sets])):
+        for (name, _), seconds in zip(sets, pool.map(_compile, [split_grid(d)[0] for _, d in sets])):
             print(f"built {name} in {seconds:.0f} s", flush=True)
 
 
@@ -80,12 +98,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, nargs="+", default=[1, 200, 1000])
     parser.add_argument("--set", dest="sets", action="append", type=parse_set, required=True,
                         metavar="NAME=DEFINES", help="a build to compare (repeatable; the first is the reference)")
+    parser.add_argument("--probe", action="append", default=[], metavar="NAME",
+                        help="a --set timed even where its check fails (a timing probe with known-wrong values)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     names = [n for n, _ in args.sets]
     if len(set(names)) != len(names):
         parser.error(f"--set names must differ, got {names}")
+    unknown = sorted(set(args.probe) - set(names))
+    if unknown or names[0] in args.probe:
+        parser.error(f"--probe wants the names of --sets other than the first (the reference), got {args.probe}")
     positions = tuple(args.positions)
 
     t0 = time.time()
@@ -105,16 +128,22 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     for name, defines in args.sets:
         t1 = time.time()
-        mk = Megakernel(config, weights, max_seq=MAX_SEQ, defines=defines)
+        compile_defines, grid_blocks = split_grid(defines)
+        mk = Megakernel(config, weights, max_seq=MAX_SEQ, defines=compile_defines, grid_blocks=grid_blocks)
         print(f"{name}: loaded in {time.time() - t1:.0f} s", flush=True)
         checks: dict[str, Any] = {"checks": []}
         passed = check_variants(mk, reference, k, v, checks, (args.variant,))
-        out["checks"] += [{"set": name, **c} for c in checks["checks"]]
-        ok &= passed
-        if passed:  # never time a wrong build
+        out["checks"] += [{"set": name, "probe": name in args.probe, **c} for c in checks["checks"]]
+        if name in args.probe:  # timed whatever its values: it only answers what a change would cost
+            print(f"{name}: a probe, its check {'passed' if passed else 'failed'} (values not trusted); timed",
+                  flush=True)
+            passed = True
+        else:
+            ok &= passed
+            print(f"{name}: {'checked' if passed else 'FAILED its check, not timed'}", flush=True)
+        if passed:  # never time a wrong build, unless it is a declared probe
             mk.set_kv_cache(k, v)
             builds[name] = mk
-        print(f"{name}: {'checked' if passed else 'FAILED its check, not timed'}", flush=True)
     timed = [n for n in names if n in builds]
     for round_ in range(args.rounds):
         for position in positions:
@@ -124,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                                        "ci_low_s": m.ci_low_s, "ci_high_s": m.ci_high_s})
     if timed:
         out["summary"] = summarize(out["timings"], timed, positions)
-        print(f"{args.variant} on {out['device']}, {args.rounds} interleaved rounds; speedup = {timed[0]} / set")
+        print(f"{args.variant} on {out['device']}, {args.rounds} interleaved rounds; speedup = {timed[0]} / set"
+              + (f"; probes (values wrong): {', '.join(args.probe)}" if args.probe else ""))
         for row in out["summary"]:
             print(f"p={row['position']:4d} {row['set']:>12s} {row['median_s'] * 1e3:7.3f} ms  "
                   f"x{row['speedup_vs_first']:.4f} [{row['speedup_min']:.4f}, {row['speedup_max']:.4f}]", flush=True)

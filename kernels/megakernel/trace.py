@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="JSON file for the tables")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                         help="override a tuning macro of megakernel.cu (repeatable)")
+    parser.add_argument("--grid-blocks", type=int, default=None, help="blocks to launch (default: one per SM)")
     parser.add_argument("--raw", default=None, help="npz file for the raw cycles (blocks x events) of each table")
     parser.add_argument("--subphases", choices=sorted(SUBPHASE_SEGMENTS), default="gate_up",
                         help="the GEMV whose first page group is timed in sub-phases")
@@ -125,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
 
     config = QWEN3_0_6B
     defines = (*args.define, f"MK_TRACE_SUBPHASE_SEGMENT={SUBPHASE_SEGMENTS[args.subphases][0]}")
-    mk = Megakernel(config, make_weights(config, 0), max_seq=MAX_SEQ, trace=True, defines=defines)
+    mk = Megakernel(config, make_weights(config, 0), max_seq=MAX_SEQ, trace=True, defines=defines,
+                    grid_blocks=args.grid_blocks)
     mk.set_kv_cache(*random_kv_cache(config, MAX_SEQ, 1))
     out: dict[str, Any] = {"tables": []}
     raw: dict[str, np.ndarray] = {}

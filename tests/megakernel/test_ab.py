@@ -13,10 +13,28 @@ def test_parse_set_splits_name_and_defines() -> None:
     assert parse_set("x=MK_A=1,MK_B=2") == ("x", ("MK_A=1", "MK_B=2"))
 
 
-@pytest.mark.parametrize("text", ["base", "=MK_A=1", "x=MK_A"])
+def test_grid_blocks_is_taken_out_of_the_compile_defines() -> None:
+    from kernels.megakernel.ab import split_grid
+
+    assert split_grid(("MK_A=1", "grid_blocks=128")) == (("MK_A=1",), 128)
+    assert split_grid(("MK_A=1",)) == (("MK_A=1",), None)
+
+
+@pytest.mark.parametrize("text", ["base", "=MK_A=1", "x=MK_A", "g=grid_blocks=many", "g=grid_blocks=1,grid_blocks=2"])
 def test_parse_set_rejects_malformed_sets(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         parse_set(text)
+
+
+@pytest.mark.parametrize("probe", ["c", "a"])
+def test_probe_must_name_a_set_other_than_the_reference(tmp_path, probe: str) -> None:
+    """A probe (a build timed whatever its check says) must be one of the --sets, and not the
+    reference every ratio is taken against; refused before anything is built."""
+    from kernels.megakernel.ab import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--out", str(tmp_path / "ab.json"), "--set", "a=", "--set", "b=MK_X=1", "--probe", probe])
+    assert exit_info.value.code == 2
 
 
 def test_summary_ratios_are_per_round_against_the_first_build() -> None:
