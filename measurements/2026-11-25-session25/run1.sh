@@ -7,6 +7,7 @@
 #          so ab times it as a --probe). What clusters of 2 combining their words over distributed
 #          shared memory could gain at most, before the pair's own handshake.
 set -uo pipefail
+git apply measurements/2026-11-25-session25/probes.patch || exit 1  # MK_PROBE_PAIR_ADDERS, MK_ACC_ROTATE (removed after the runs)
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD GPU_PERF_CACHE_DIR=$PWD/.build-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 R=${RUN:-1}

@@ -6,6 +6,7 @@
 #              handshake over distributed shared memory would make it wait at worst;
 #   pairs800:  800 cycles (about 0.4 us).
 set -uo pipefail
+git apply measurements/2026-11-25-session25/probes.patch || exit 1  # MK_PROBE_PAIR_ADDERS, MK_ACC_ROTATE (removed after the runs)
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD GPU_PERF_CACHE_DIR=$PWD/.build-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 R=${RUN:-2}

@@ -5,6 +5,7 @@
 # 0.997x / 0.984x of 2 at p=1, H200) and MK_ACC_ROTATE=1 (a copy's adders start their bulk reductions
 # one 128-byte line apart, in two reductions, instead of all at the vector's first line).
 set -uo pipefail
+git apply measurements/2026-11-25-session25/probes.patch || exit 1  # MK_PROBE_PAIR_ADDERS, MK_ACC_ROTATE (removed after the runs)
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD GPU_PERF_CACHE_DIR=$PWD/.build-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1
 R=${RUN:-3}
