@@ -4,9 +4,10 @@
         --set base= --set copies1=MK_ACC_COPIES=1 --set pace2=MK_SPLITK_PACED_IN_FLIGHT=2 --out ab.json
 
 Each ``--set NAME=DEFINES`` (comma-separated ``MACRO=VALUE``, empty for the source's defaults; the
-pseudo-define ``grid_blocks=N`` launches that build on N blocks instead of one per SM) is compiled in parallel worker processes first (CuPy's kernel cache keeps the results), then built
-as its own ``Megakernel`` on the same weights. Every build is checked against the float32
-reference before it is timed (except a ``--probe``: a build made to time one change whose values are
+pseudo-define ``grid_blocks=N`` launches that build on N blocks instead of one per SM) is compiled
+in parallel worker processes first (CuPy's kernel cache keeps the results), then built as its own
+``Megakernel`` on the same weights. Every build is checked against the float32 reference before it
+is timed (except a ``--probe``: a build made to time one change whose values are
 known to be wrong, e.g. half the accumulator adders; it is checked, reported as a probe and timed
 whatever its check says). Timing goes round-robin over the builds, ``--rounds`` times per
 position, so drift of the machine (clocks, temperature) falls on every build alike: pool
@@ -160,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"x{row['speedup_vs_first']:.4f} [{row['speedup_min']:.4f}, {row['speedup_max']:.4f}]", flush=True)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
-    print(f"wrote {args.out}; {'all checks passed' if ok else 'SOME CHECKS FAILED'}; {time.time() - t0:.0f} s")
+    verdict = "all checks passed" if ok else "SOME CHECKS FAILED"
+    print(f"wrote {args.out}; {verdict}{' (probes not counted)' if args.probe else ''}; {time.time() - t0:.0f} s")
     return 0 if ok else 1
 
 
