@@ -1831,8 +1831,9 @@ __device__ __forceinline__ void copy_unit_keys(const MegakernelParams& P, int la
     const size_t off = kv_offset(P, layer, g, start);
     const unsigned bytes = static_cast<unsigned>(n) * kHeadDim * 2u;
     if (unit_on_warps(n)) {
-        page_copy2_async(s.unit_keys, P.k_cache + off, const_cast<bf16_t*>(unit_values_shared(s)), P.v_cache + off,
-                         bytes, s.unit_keys_full);
+        page_copy_ranges_async({CopyRange{s.unit_keys, P.k_cache + off},
+                                CopyRange{const_cast<bf16_t*>(unit_values_shared(s)), P.v_cache + off}},
+                               bytes, s.unit_keys_full);
     } else {
         page_copy_async(s.unit_keys, P.k_cache + off, bytes, s.unit_keys_full);
         prefetch_l2_async(P.v_cache + off, bytes);

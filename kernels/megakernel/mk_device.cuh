@@ -179,61 +179,53 @@ __device__ __forceinline__ void cp_async_range(void* dst, const void* src, unsig
 }
 #endif
 
-// Called by all 32 lanes of the issuing warp: bytes (a multiple of 16; dst and src 16-byte aligned)
-// from global src into shared dst, completing on `bar`.
+// One range of a page copy: `bytes` from global src into shared dst.
+struct CopyRange {
+    void* dst;
+    const void* src;
+};
+
+// Called by all 32 lanes of the issuing warp: kRanges ranges of `bytes` each (a multiple of 16; dst
+// and src 16-byte aligned) from global into shared memory, completing together on `bar` (one arrival).
 // kEvictFirst (sm_90): the lines leave L2 before any others (the LM head's, so that what the next
 // step starts with, its code among them, is still there).
-template <bool kEvictFirst = false>
-__device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+template <bool kEvictFirst = false, int kRanges>
+__device__ __forceinline__ void page_copy_ranges_async(const CopyRange (&ranges)[kRanges], unsigned bytes,
+                                                       unsigned long long* bar) {
 #if defined(MK_EMULATE)
     if ((threadIdx.x & 31) == 0) {
-        memcpy(dst, src, bytes);
+        for (const CopyRange& r : ranges) memcpy(r.dst, r.src, bytes);
         ++*bar;
     }
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if ((threadIdx.x & 31) == 0) {
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)),
+                     "r"(kRanges * bytes)
                      : "memory");
-        if constexpr (kEvictFirst) {
-            unsigned long long policy;
-            asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-            asm volatile(
-                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-                ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
-                : "memory");
-        } else {
-            bulk_copy_to_shared(dst, src, bytes, bar);
+        for (const CopyRange& r : ranges) {
+            if constexpr (kEvictFirst) {
+                unsigned long long policy;
+                asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+                asm volatile(
+                    "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                    ::"r"(shared_address(r.dst)), "l"(r.src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
+                    : "memory");
+            } else {
+                bulk_copy_to_shared(r.dst, r.src, bytes, bar);
+            }
         }
     }
 #else
     (void)bar;
-    cp_async_range(dst, src, bytes);
+    for (const CopyRange& r : ranges) cp_async_range(r.dst, r.src, bytes);
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
 
-// page_copy_async of two ranges of `bytes` each, completing together on `bar` (one arrival).
-__device__ __forceinline__ void page_copy2_async(void* dst0, const void* src0, void* dst1, const void* src1,
-                                                 unsigned bytes, unsigned long long* bar) {
-#if defined(MK_EMULATE)
-    if ((threadIdx.x & 31) == 0) {
-        memcpy(dst0, src0, bytes);
-        memcpy(dst1, src1, bytes);
-        ++*bar;
-    }
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if ((threadIdx.x & 31) == 0) {
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(2u * bytes)
-                     : "memory");
-        bulk_copy_to_shared(dst0, src0, bytes, bar);
-        bulk_copy_to_shared(dst1, src1, bytes, bar);
-    }
-#else
-    (void)bar;
-    cp_async_range(dst0, src0, bytes);
-    cp_async_range(dst1, src1, bytes);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
+// page_copy_ranges_async of one range.
+template <bool kEvictFirst = false>
+__device__ __forceinline__ void page_copy_async(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    page_copy_ranges_async<kEvictFirst>({CopyRange{dst, src}}, bytes, bar);
 }
 
 // Called by all 32 lanes of the issuing warp: completes the slot's current use with no copy (a
