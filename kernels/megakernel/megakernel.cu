@@ -221,6 +221,7 @@ constexpr int kStatsSlot = 32;  // misc[32 ..): softmax (max, sum) per q head
 constexpr int kLmSlotRowSlot = 48;  // misc[48 ..): the first LM-head row of the page in each ring slot, -1: the end
 constexpr int kLmVocabSlot = 53;    // misc[53]: the vocabulary size (MK_LM_DYNAMIC's issuing warp)
 constexpr int kLmClaimPtrSlot = 54; // misc[54..55]: &counters[kLmClaimSlot] (MK_LM_DYNAMIC's issuing warp)
+constexpr int kLocalRowsSlot = 60;  // misc[60]: local_attention's K and V rows in s.kv_row, a count
 constexpr int kUnitTasksSlot = 61;  // misc[61]: an attention unit's q/k/v tasks done (MK_UNIT_PUMP), a count
 constexpr int kPumpSlot = 62;   // misc[62]: the last wait the probing warp saw end (MK_PUMP_WARP)
 constexpr int kFlagSlot = 63;   // misc[63]: "this block combines" flag
@@ -1400,10 +1401,10 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
 // Task r of kv head g, run by one warp: r < gqa is q head g * gqa + r (normalised and rotated into
 // q_dst, 128 floats); r == gqa is k, r == gqa + 1 is v (both stored as bf16 in the cache row of
 // `position`; with kToShared also into row_s, 128 bf16, for the stream variant's attention; without
-// kToCache only there).
-template <bool kToShared = false, class IO = PlainIO, bool kToCache = true>
+// to_cache only there).
+template <bool kToShared = false, class IO = PlainIO>
 __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, int position, int g, int r, float* q_dst,
-                                        bf16_t* row_s = nullptr, IO io = IO{}) {
+                                        bf16_t* row_s = nullptr, IO io = IO{}, bool to_cache = true) {
     const int lane = threadIdx.x & 31;
     const float* raw = P.qkv + g * kGroupRows + r * kHeadDim;
     if (r == kGqa + 1) {
@@ -1413,7 +1414,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const bf16_t v = float_to_bf16(x[j]);
-            if (kToCache) dst[lane + 32 * j] = v;
+            if (to_cache) dst[lane + 32 * j] = v;
             if (kToShared) row_s[lane + 32 * j] = v;
         }
         return;
@@ -1430,7 +1431,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const bf16_t k = float_to_bf16(out[j]);
-            if (kToCache) dst[lane + 32 * j] = k;
+            if (to_cache) dst[lane + 32 * j] = k;
             if (kToShared) row_s[lane + 32 * j] = k;
         }
     }
@@ -2238,30 +2239,30 @@ __device__ __forceinline__ void local_attention(const MegakernelParams& P, const
                                                 int o0, int no, float* out_s, const Shared& s, Pump pump) {
     const int g = o0 / (kGqa * kHeadDim), r0 = o0 - g * kGqa * kHeadDim;
     const int h0 = r0 / kHeadDim, nh = (r0 + no - 1) / kHeadDim - h0 + 1;
-    const bool writes_row = r0 == 0;
+    volatile unsigned* rows_in = reinterpret_cast<volatile unsigned*>(s.misc + kLocalRowsSlot);
+    // Tasks 0 and 1: the K and V rows into s.kv_row (and the cache: the group's first block). Task 2 + i:
+    // q head h0 + i, then, once both rows are in, its attention: the issuing warp pumps throughout.
     unit_tasks_while_pumping(s, nh + 2, pump, [&](int task) {
-        if (task < nh) {
-            qk_task<false>(P, layer, position, g, h0 + task, s.q + (h0 + task) * kHeadDim, nullptr, in);
-        } else {
-            bf16_t* row_s = s.kv_row + (task - nh) * kHeadDim;
-            if (writes_row)
-                qk_task<true>(P, layer, position, g, kGqa + task - nh, nullptr, row_s, in);
-            else
-                qk_task<true, LLIO, false>(P, layer, position, g, kGqa + task - nh, nullptr, row_s, in);
+        const int r = task < 2 ? kGqa + task : h0 + task - 2;
+        qk_task<true>(P, layer, position, g, r, s.q + (task < 2 ? 0 : r) * kHeadDim, s.kv_row + task * kHeadDim, in,
+                      r0 == 0);
+        if (task < 2) {
+            fence_block();
+            if ((threadIdx.x & 31) == 0) atomicAdd(const_cast<unsigned*>(rows_in), 1u);
+            return;
         }
-    });
-    page_wait(s.unit_keys_full, static_cast<unsigned>(layer));
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (warp < nh) {
-        const int h = h0 + warp;
+        while (!warp_all(*rows_in >= 2u)) ll_backoff();
+        fence_block();
+        page_wait(s.unit_keys_full, static_cast<unsigned>(layer));
         float o[4], m, l;
-        warp_attention(layer, h, position + 1, true, s, o, m, l);
+        warp_attention(layer, r, position + 1, true, s, o, m, l);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const int r = h * kHeadDim + lane + 32 * i - r0;
-            if (r >= 0 && r < no) out_s[r] = o[i] / l;
+            const int row = r * kHeadDim + (threadIdx.x & 31) + 32 * i - r0;
+            if (row >= 0 && row < no) out_s[row] = o[i] / l;
         }
-    }
+    });
+    if (threadIdx.x == 0) *rows_in = 0u;  // read again only after later barriers
 }
 
 // ---- a projection split over K (dataflow_splitk: down; dataflow_splitk_o: also O) ---------------
@@ -2791,8 +2792,10 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     Ring ring{0, 0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
         if (kPumpWarp && T::splitk && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
-        if (kUnitPump && T::splitk_o && threadIdx.x == 0)
+        if ((kUnitPump || kLocalAttention) && T::splitk_o && threadIdx.x == 0)
             *reinterpret_cast<volatile unsigned*>(s.misc + kUnitTasksSlot) = 0u;
+        if (kLocalAttention && T::splitk_o && threadIdx.x == 0)
+            *reinterpret_cast<volatile unsigned*>(s.misc + kLocalRowsSlot) = 0u;
         // Lighter rows for the unit blocks (light_split) only while they are under a quarter of the
         // grid; the others' slices grow at most to a page over their uniform share.
         ring = ring_start<T::dataflow, kSplit>(P, s, T::splitk_o && 4 * unit_blocks < nb ? unit_blocks : 0);
