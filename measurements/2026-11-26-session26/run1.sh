@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 26 run 1 (H100; RUN=2 on an H200): A/B at p = 1 / 5 / 7 / 200 of
+# Session 26 run 1 (H100; RUN=2: the second form of local_attention, pumping throughout): A/B at p = 1 / 5 / 7 / 200 of
 #   base:  the committed kernel (MK_LOCAL_ATTENTION=0, its SASS bitwise session 24's),
 #   local: MK_LOCAL_ATTENTION=1: up to 8 keys, every block computes its own attention outputs and no
 #          unit leaves a record (p=200 is a control: the same build path as base there);
