@@ -221,7 +221,6 @@ constexpr int kStatsSlot = 32;  // misc[32 ..): softmax (max, sum) per q head
 constexpr int kLmSlotRowSlot = 48;  // misc[48 ..): the first LM-head row of the page in each ring slot, -1: the end
 constexpr int kLmVocabSlot = 53;    // misc[53]: the vocabulary size (MK_LM_DYNAMIC's issuing warp)
 constexpr int kLmClaimPtrSlot = 54; // misc[54..55]: &counters[kLmClaimSlot] (MK_LM_DYNAMIC's issuing warp)
-constexpr int kLocalRowsSlot = 60;  // misc[60]: local_attention's K and V rows in s.kv_row, a count
 constexpr int kUnitTasksSlot = 61;  // misc[61]: an attention unit's q/k/v tasks done (MK_UNIT_PUMP), a count
 constexpr int kPumpSlot = 62;   // misc[62]: the last wait the probing warp saw end (MK_PUMP_WARP)
 constexpr int kFlagSlot = 63;   // misc[63]: "this block combines" flag
@@ -1400,11 +1399,10 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
 
 // Task r of kv head g, run by one warp: r < gqa is q head g * gqa + r (normalised and rotated into
 // q_dst, 128 floats); r == gqa is k, r == gqa + 1 is v (both stored as bf16 in the cache row of
-// `position`; with kToShared also into row_s, 128 bf16, for the stream variant's attention; without
-// to_cache only there).
+// `position`; with kToShared also into row_s, 128 bf16, for the stream variant's attention).
 template <bool kToShared = false, class IO = PlainIO>
 __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, int position, int g, int r, float* q_dst,
-                                        bf16_t* row_s = nullptr, IO io = IO{}, bool to_cache = true) {
+                                        bf16_t* row_s = nullptr, IO io = IO{}) {
     const int lane = threadIdx.x & 31;
     const float* raw = P.qkv + g * kGroupRows + r * kHeadDim;
     if (r == kGqa + 1) {
@@ -1414,7 +1412,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const bf16_t v = float_to_bf16(x[j]);
-            if (to_cache) dst[lane + 32 * j] = v;
+            dst[lane + 32 * j] = v;
             if (kToShared) row_s[lane + 32 * j] = v;
         }
         return;
@@ -1431,7 +1429,7 @@ __device__ __forceinline__ void qk_task(const MegakernelParams& P, int layer, in
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const bf16_t k = float_to_bf16(out[j]);
-            if (to_cache) dst[lane + 32 * j] = k;
+            dst[lane + 32 * j] = k;
             if (kToShared) row_s[lane + 32 * j] = k;
         }
     }
@@ -1764,6 +1762,18 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
     __syncthreads();  // shared buffers are reused by the next unit
 }
 
+#ifndef MK_LONG_UNITS
+#define MK_LONG_UNITS 0
+#endif
+// attention_unit of the dataflow variants as a call (MK_LONG_UNITS=1): units longer than
+// kAttnPreloadTiles tiles (past 1024 keys on 132 blocks) out of the step's hot code.
+template <class Rec>
+__device__ __noinline__ void attention_unit_out_of_line(const MegakernelParams& P, int layer, int position, int g, int u,
+                                                        AttentionSplit split, const Shared& s, LLIO in, LLIO out,
+                                                        Rec rec) {
+    attention_unit<true, true>(P, layer, position, g, u, split, s, in, out, rec);
+}
+
 // The stream variant's attention unit when it has at most kAttnPreloadTiles tiles of keys (every
 // unit up to 1024 keys on a 132-block grid): all of its K and V loads are issued first, so they
 // fly while the queries are normalised and rotated. The row of the current position, written by
@@ -1846,12 +1856,12 @@ __device__ __forceinline__ void copy_unit_keys(const MegakernelParams& P, int la
 // values in s.unit_keys, the row of `position` in s.kv_row when the unit writes it), into its LL record.
 // Lane l holds dims l + 32 i, as qk_task writes them; the scores of 4 keys meet by one reduce-scatter
 // and lane j then holds key j's.
-// warp_attention is that warp's part up to the unnormalised o (lane l: dims l + 32 i), the scores'
-// max m and the sum l of their exponentials.
-__device__ __forceinline__ void warp_attention(int layer, int h, int n, bool writes_row, const Shared& s,
-                                               float (&o)[4], float& m, float& l) {
-    const int lane = threadIdx.x & 31;
+template <class Rec>
+__device__ __forceinline__ void unit_by_warps(const MegakernelParams& P, int layer, int g, int u, int n,
+                                              bool writes_row, AttentionSplit split, const Shared& s, Rec rec_io) {
+    const int lane = threadIdx.x & 31, h = threadIdx.x >> 5;
     (void)layer;
+    if (h >= kGqa) return;
     float q[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) q[i] = s.q[h * kHeadDim + lane + 32 * i];
@@ -1877,12 +1887,11 @@ __device__ __forceinline__ void warp_attention(int layer, int h, int n, bool wri
         if ((lane & ~3) == j0 && lane < n) x = y * kAttnScale;  // lanes past the keys keep -inf's stand-in
     }
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 28);
-    m = warp_max(x);
+    const float m = warp_max(x);
     const float e = lane < n ? expf(x - m) : 0.f;
-    l = warp_sum(e);
+    const float l = warp_sum(e);
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 29);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) o[i] = 0.f;
+    float o[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 1
     for (int j = 0; j < n; ++j) {
         const float p = __shfl_sync(kFullMask, e, j);
@@ -1891,15 +1900,6 @@ __device__ __forceinline__ void warp_attention(int layer, int h, int n, bool wri
         for (int i = 0; i < 4; ++i) o[i] = fmaf(p, bf16_to_float(v[lane + 32 * i]), o[i]);
     }
     MK_MARK(layer * MK_TRACE_EVENTS_PER_LAYER + 25);
-}
-
-template <class Rec>
-__device__ __forceinline__ void unit_by_warps(const MegakernelParams& P, int layer, int g, int u, int n,
-                                              bool writes_row, AttentionSplit split, const Shared& s, Rec rec_io) {
-    const int lane = threadIdx.x & 31, h = threadIdx.x >> 5;
-    if (h >= kGqa) return;
-    float o[4], m, l;
-    warp_attention(layer, h, n, writes_row, s, o, m, l);
     float* rec = unit_record(P, g, split.units, u, h);
 #pragma unroll
     for (int i = 0; i < 4; ++i) rec_io.store(rec + lane + 32 * i, o[i]);
@@ -1955,27 +1955,6 @@ static_assert(kGqa + 3 <= kWarps, "MK_UNIT_PUMP: the unit's tasks and the issuin
 struct NoPump {
     __device__ __forceinline__ void operator()() const {}
 };
-
-// Every thread: task t < tasks runs on warp t, or t + 1 past the issuing warp, which pumps the ring
-// until they are done; ends with a block barrier (which orders their results).
-template <class Pump, class Task>
-__device__ __forceinline__ void unit_tasks_while_pumping(const Shared& s, int tasks, Pump pump, Task run_task) {
-    const int warp = threadIdx.x >> 5;
-    const int task = warp > kRingIssueWarp ? warp - 1 : warp;
-    // Tasks done: only ends the pumping.
-    unsigned* done = reinterpret_cast<unsigned*>(s.misc + kUnitTasksSlot);
-    if (warp == kRingIssueWarp) {
-        while (!warp_all(*reinterpret_cast<volatile unsigned*>(done) >= static_cast<unsigned>(tasks))) {
-            pump();
-            ll_backoff();
-        }
-    } else if (task < tasks) {
-        run_task(task);
-        if ((threadIdx.x & 31) == 0) atomicAdd(done, 1u);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) *done = 0u;  // read again only after later barriers
-}
 
 template <bool kKeyWarps = false, class In = PlainIO, class Out = PlainIO, class Rec = PlainIO, class Pump = NoPump>
 __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams& P, int layer, int position, int g,
@@ -2219,50 +2198,6 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
         }
         if (active && sub == 0) out_s[i] = num / den;
     }
-}
-
-// dataflow_splitk_o with MK_LOCAL_ATTENTION, while one unit of at most kUnitWarpKeys keys covers each
-// kv head: every block computes its attention outputs [o0, o0 + no) of kv head g itself instead of
-// merging a unit's record, so the records' exchange (a store and a poll per layer) is gone. Its q
-// head(s), k and v from the QKV words (the tasks run while the issuing warp pumps the ring), the
-// cached keys and values from s.unit_keys (copied at the layer's start), then one warp per q head as in
-// unit_by_warps: the same arithmetic as a unit and a one-record merge, so the same bits. The group's
-// first block writes the K and V rows of `position` to the cache; no block runs a unit.
-#ifndef MK_LOCAL_ATTENTION
-#define MK_LOCAL_ATTENTION 0
-#endif
-constexpr bool kLocalAttention = MK_LOCAL_ATTENTION != 0;
-static_assert(!kLocalAttention || kGqa + 3 <= kWarps, "MK_LOCAL_ATTENTION: the tasks and the issuing warp need their own warps");
-
-template <class Pump>
-__device__ __forceinline__ void local_attention(const MegakernelParams& P, const LLIO& in, int layer, int position,
-                                                int o0, int no, float* out_s, const Shared& s, Pump pump) {
-    const int g = o0 / (kGqa * kHeadDim), r0 = o0 - g * kGqa * kHeadDim;
-    const int h0 = r0 / kHeadDim, nh = (r0 + no - 1) / kHeadDim - h0 + 1;
-    volatile unsigned* rows_in = reinterpret_cast<volatile unsigned*>(s.misc + kLocalRowsSlot);
-    // Tasks 0 and 1: the K and V rows into s.kv_row (and the cache: the group's first block). Task 2 + i:
-    // q head h0 + i, then, once both rows are in, its attention: the issuing warp pumps throughout.
-    unit_tasks_while_pumping(s, nh + 2, pump, [&](int task) {
-        const int r = task < 2 ? kGqa + task : h0 + task - 2;
-        qk_task<true>(P, layer, position, g, r, s.q + (task < 2 ? 0 : r) * kHeadDim, s.kv_row + task * kHeadDim, in,
-                      r0 == 0);
-        if (task < 2) {
-            fence_block();
-            if ((threadIdx.x & 31) == 0) atomicAdd(const_cast<unsigned*>(rows_in), 1u);
-            return;
-        }
-        while (!warp_all(*rows_in >= 2u)) ll_backoff();
-        fence_block();
-        page_wait(s.unit_keys_full, static_cast<unsigned>(layer));
-        float o[4], m, l;
-        warp_attention(layer, r, position + 1, true, s, o, m, l);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int row = r * kHeadDim + (threadIdx.x & 31) + 32 * i - r0;
-            if (row >= 0 && row < no) out_s[row] = o[i] / l;
-        }
-    });
-    if (threadIdx.x == 0) *rows_in = 0u;  // read again only after later barriers
 }
 
 // ---- a projection split over K (dataflow_splitk: down; dataflow_splitk_o: also O) ---------------
@@ -2770,9 +2705,6 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     // MK_UNIT_KEYS_SHARED: the block's first unit takes its keys from s.unit_keys
     const bool keys_shared = unit_keys_shared_built() && T::splitk_o && MK_UNIT_KV_PREFETCH &&
                              ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles;
-    // MK_LOCAL_ATTENTION: every block computes its own attention outputs (local_attention); no units.
-    const bool local = kLocalAttention && T::splitk_o && keys_shared && split.units == 1 && unit_on_warps(position + 1);
-    const int unit_blocks = local ? 0 : attention_units;
     // Read before this block produces anything; block 0 advances it at its very end, which it
     // reaches only after every block's residual rows (so after every block has read it).
     const unsigned launch = T::dataflow ? load_volatile_u32(P.counters + kLaunchSlot) : 0u;
@@ -2792,14 +2724,12 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     Ring ring{0, 0, 0, 0, 0, 0, 0};
     if constexpr (T::ring) {
         if (kPumpWarp && T::splitk && threadIdx.x == 0) *reinterpret_cast<volatile int*>(s.misc + kPumpSlot) = 0;
-        if ((kUnitPump || kLocalAttention) && T::splitk_o && threadIdx.x == 0)
+        if (kUnitPump && T::splitk_o && threadIdx.x == 0)
             *reinterpret_cast<volatile unsigned*>(s.misc + kUnitTasksSlot) = 0u;
-        if (kLocalAttention && T::splitk_o && threadIdx.x == 0)
-            *reinterpret_cast<volatile unsigned*>(s.misc + kLocalRowsSlot) = 0u;
         // Lighter rows for the unit blocks (light_split) only while they are under a quarter of the
         // grid; the others' slices grow at most to a page over their uniform share.
-        ring = ring_start<T::dataflow, kSplit>(P, s, T::splitk_o && 4 * unit_blocks < nb ? unit_blocks : 0);
-        if (b < unit_blocks && !units_busy) ring.pace = kAttnBlockPace<kSplit>;
+        ring = ring_start<T::dataflow, kSplit>(P, s, T::splitk_o && 4 * attention_units < nb ? attention_units : 0);
+        if (b < attention_units && !units_busy) ring.pace = kAttnBlockPace<kSplit>;
     } else {
         stream_start(P, s, w);
     }
@@ -2909,7 +2839,13 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                         attention_unit_preloaded<kUnitKeyWarps>(P, layer, position, g, unit, split, s, in, out,
                                                                 rec);
                 } else {
+#if MK_LONG_UNITS == 0
                     attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out, rec);
+#elif MK_LONG_UNITS == 1
+                    attention_unit_out_of_line(P, layer, position, g, unit, split, s, in, out, rec);
+#else
+                    __trap();
+#endif
                 }
             } else {
                 if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
@@ -2936,11 +2872,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
             const int ev = layer * MK_TRACE_EVENTS_PER_LAYER;
             (void)ev;
             if (attn) MK_MARK(ev + 0);
-            if (local && attn && half < 2 * kLayers && threadIdx.x == 0) {
-                int o0, no;
-                o_split_rows(b, nb, &o0, &no);
-                if (no > 0) copy_unit_keys(P, layer, o0 / (kGqa * kHeadDim), 0, position + 1, s);
-            } else if (MK_UNIT_KV_PREFETCH && attn && half < 2 * kLayers && threadIdx.x == 0) {
+            if (MK_UNIT_KV_PREFETCH && attn && half < 2 * kLayers && threadIdx.x == 0) {
                 for (int u = b; u < attention_units; u += nb) {
                     const int start = (u % split.units) * split.chunk;
                     const int n = min(split.chunk, position + 1 - start);
@@ -2978,15 +2910,12 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                 MK_MARK(ev + 2);
                 MK_MARK(ev + 3);
                 const LLIO rec{P.attn_partial, ll_buffers(P).partial, flag(layer, kLLAttnOut)};
-                if (!local) attention_units_phase(rec);
+                attention_units_phase(rec);
                 MK_MARK(ev + 4);
                 MK_MARK(ev + 5);
                 int o0, no;
                 o_split_rows(b, nb, &o0, &no);
-                if (local && no > 0)
-                    local_attention(P, LLIO{P.qkv, ll_buffers(P).qkv, flag(layer, kLLQkv)}, layer, position, o0, no,
-                                    s.vec, s, pump);
-                else if (no > 0)  // wait id 4L + 1: between the rmsnorm_acc waits of this layer (2 slot + 2)
+                if (no > 0)  // wait id 4L + 1: between the rmsnorm_acc waits of this layer (2 slot + 2)
                     merge_unit_records(P, rec, o0 / (kGqa * kHeadDim), split.units, o0, no, s.vec, s, 4 * layer + 1,
                                        pump);
                 MK_MARK(ev + 6);

@@ -396,15 +396,6 @@ __device__ __forceinline__ void fence_gpu() {
 #endif
 }
 
-// The same at block scope: orders this thread's shared-memory writes before a flag other warps poll.
-__device__ __forceinline__ void fence_block() {
-#ifdef MK_EMULATE
-    emu_fence();
-#else
-    asm volatile("fence.acq_rel.cta;" ::: "memory");
-#endif
-}
-
 __device__ __forceinline__ unsigned load_volatile_u32(const unsigned* p) {
 #ifdef MK_EMULATE
     return emu_atomic_load(p);
