@@ -1762,18 +1762,6 @@ __device__ __forceinline__ void attention_unit(const MegakernelParams& P, int la
     __syncthreads();  // shared buffers are reused by the next unit
 }
 
-#ifndef MK_LONG_UNITS
-#define MK_LONG_UNITS 0
-#endif
-// attention_unit of the dataflow variants as a call (MK_LONG_UNITS=1): units longer than
-// kAttnPreloadTiles tiles (past 1024 keys on 132 blocks) out of the step's hot code.
-template <class Rec>
-__device__ __noinline__ void attention_unit_out_of_line(const MegakernelParams& P, int layer, int position, int g, int u,
-                                                        AttentionSplit split, const Shared& s, LLIO in, LLIO out,
-                                                        Rec rec) {
-    attention_unit<true, true>(P, layer, position, g, u, split, s, in, out, rec);
-}
-
 // The stream variant's attention unit when it has at most kAttnPreloadTiles tiles of keys (every
 // unit up to 1024 keys on a 132-block grid): all of its K and V loads are issued first, so they
 // fly while the queries are normalised and rotated. The row of the current position, written by
@@ -2839,13 +2827,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
                         attention_unit_preloaded<kUnitKeyWarps>(P, layer, position, g, unit, split, s, in, out,
                                                                 rec);
                 } else {
-#if MK_LONG_UNITS == 0
                     attention_unit<true, true>(P, layer, position, g, unit, split, s, in, out, rec);
-#elif MK_LONG_UNITS == 1
-                    attention_unit_out_of_line(P, layer, position, g, unit, split, s, in, out, rec);
-#else
-                    __trap();
-#endif
                 }
             } else {
                 if (ceil_div(split.chunk, kAttnTile) <= kAttnPreloadTiles)
