@@ -6,4 +6,3 @@
 set -uo pipefail
 MK_SELECT=dataflow FAMILIES=tests/megakernel/test_perf.py bash tools/device_session.sh env mkcorrect perf 2>&1 \
     | tee $OUT/run${RUN:-4}-perf-verify-log.txt | tail -3
-tar -C /tmp/gpuperf-results -czf $OUT/run${RUN:-4}-results.tgz . 2>/dev/null
