@@ -43,9 +43,9 @@ def parse_set(text: str) -> tuple[str, tuple[str, ...]]:
         if "=" not in d:
             raise argparse.ArgumentTypeError(f"--set {name}: {d!r} is not MACRO=VALUE")
     try:
-        split_grid(parsed)[1]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--set {name}: grid_blocks wants an integer, got {parsed}") from None
+        split_grid(parsed)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"--set {name}: {error}") from None
     return name, parsed
 
 
@@ -53,11 +53,15 @@ GRID_BLOCKS = "grid_blocks="
 
 
 def split_grid(defines: tuple[str, ...]) -> tuple[tuple[str, ...], int | None]:
-    """The compile defines, and the grid size named by a ``grid_blocks=N`` entry (None: one block per SM)."""
+    """The compile defines, and the grid size named by a ``grid_blocks=N`` entry (None: one block per SM).
+    ValueError for more than one entry or a size that is not an integer."""
     grids = [d for d in defines if d.startswith(GRID_BLOCKS)]
     if len(grids) > 1:
-        raise argparse.ArgumentTypeError(f"one grid_blocks per set, got {grids}")
-    grid = int(grids[0][len(GRID_BLOCKS):]) if grids else None
+        raise ValueError(f"one grid_blocks per set, got {grids}")
+    try:
+        grid = int(grids[0][len(GRID_BLOCKS):]) if grids else None
+    except ValueError:
+        raise ValueError(f"grid_blocks wants an integer, got {grids[0]!r}") from None
     return tuple(d for d in defines if not d.startswith(GRID_BLOCKS)), grid
 
 

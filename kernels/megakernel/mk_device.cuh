@@ -159,26 +159,6 @@ __device__ __forceinline__ void page_barrier_init_fence() {
 #endif
 }
 
-#if !defined(MK_EMULATE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// One thread: one bulk copy global -> shared completing on `bar` (its expect_tx counted by the caller).
-__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
-                 : "memory");
-}
-#endif
-
-#if !defined(MK_EMULATE) && !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
-// All 32 lanes of a warp: 16-byte cp.async copies of bytes from global src into shared dst (before
-// sm_90; the caller commits the group).
-__device__ __forceinline__ void cp_async_range(void* dst, const void* src, unsigned bytes) {
-    const unsigned d = shared_address(dst);
-    const char* g = static_cast<const char*>(src);
-    for (unsigned off = (threadIdx.x & 31) * 16u; off < bytes; off += 512u)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + off), "l"(g + off) : "memory");
-}
-#endif
-
 // One range of a page copy: `bytes` from global src into shared dst.
 struct CopyRange {
     void* dst;
@@ -211,13 +191,20 @@ __device__ __forceinline__ void page_copy_ranges_async(const CopyRange (&ranges)
                     ::"r"(shared_address(r.dst)), "l"(r.src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
                     : "memory");
             } else {
-                bulk_copy_to_shared(r.dst, r.src, bytes, bar);
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             ::"r"(shared_address(r.dst)), "l"(r.src), "r"(bytes), "r"(shared_address(bar))
+                             : "memory");
             }
         }
     }
 #else
     (void)bar;
-    for (const CopyRange& r : ranges) cp_async_range(r.dst, r.src, bytes);
+    for (const CopyRange& r : ranges) {  // 16-byte cp.async copies, lane l taking chunks l, l + 32, ...
+        const unsigned d = shared_address(r.dst);
+        const char* g = static_cast<const char*>(r.src);
+        for (unsigned off = (threadIdx.x & 31) * 16u; off < bytes; off += 512u)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + off), "l"(g + off) : "memory");
+    }
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
