@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,23 @@ from pytest_gpuperf.errors import BaselineFileError
 
 
 def atomic_write_json(path: Path, payload: Any) -> None:
-    """Write ``payload`` as JSON to a temporary file beside ``path``, fsync it, then rename it over ``path``."""
+    """Write ``payload`` as JSON to ``path`` atomically (see ``atomic_write_text``)."""
+    atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, fsync it, then rename it over ``path``.
+
+    The file keeps the mode an ordinary write would give it (an existing file's, else 0o666 less
+    the umask): ``mkstemp`` creates files readable by their owner alone, and a baseline or report
+    written on a shared runner must stay readable by the job that uploads or reviews it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=2)
-            fh.write("\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -27,6 +38,15 @@ def atomic_write_json(path: Path, payload: Any) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def read_json_object(path: Path, kind: str) -> dict[str, Any] | None:

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from pytest_gpuperf.compile import nvcc as _nvcc
 from pytest_gpuperf.compile.nvcc import NvccBuildError, NvccNotFound
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.files import atomic_write_json, read_json_object
+from pytest_gpuperf.files import atomic_write_json, atomic_write_text, read_json_object
 
 if TYPE_CHECKING:
     import pytest
@@ -530,11 +530,7 @@ def disassemble(binary: Path, cache_root: Path | None = None) -> str:
     )
     if done.returncode != 0:
         raise ToolchainMissing(f"`{cuobjdump} -sass {binary}` failed ({done.returncode}): {done.stderr.strip()[:2000]}")
-    root.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".sass-", dir=root)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(done.stdout)
-    os.replace(tmp, cached)
+    atomic_write_text(cached, done.stdout)
     return done.stdout
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,21 @@ def test_update_keeps_other_entries_and_reports_changes(tmp_path: Path) -> None:
     f = BaselineFile.read(store.path_for(KEY, MODULE))
     assert f is not None and set(f.entries) == {"test_a::fast", "test_b::slow"}
     assert f.entries["test_b::slow"] == entry(2e-5)
+
+
+def test_written_files_get_an_ordinary_files_mode(tmp_path: Path) -> None:
+    """New files follow the umask (mkstemp alone would make them owner-only); rewrites keep the mode."""
+    store = BaselineStore(tmp_path)
+    old_umask = os.umask(0o022)
+    try:
+        store.update(KEY, MODULE, DEVICE, {"test_a::fast": entry(1e-5)})
+        path = store.path_for(KEY, MODULE)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        path.chmod(0o664)
+        store.update(KEY, MODULE, DEVICE, {"test_a::fast": entry(2e-5)})
+        assert stat.S_IMODE(path.stat().st_mode) == 0o664
+    finally:
+        os.umask(old_umask)
 
 
 @pytest.mark.parametrize(
