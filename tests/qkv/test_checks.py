@@ -1,9 +1,6 @@
 """qkv checks that need no GPU: input validation, launch configurations, the reference."""
 from __future__ import annotations
 
-import json
-import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +18,7 @@ from kernels.qkv.launch import (
 )
 from kernels.qkv.sweep import sweep_configs
 from kernels.qkv.reference import QkvShape, make_inputs, reference
+from tests.margin_rule import lowest_comparisons, margin_rule
 
 
 def matrices(d_model: int = 8, d_qkv: int = 12, d_ws: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -123,7 +121,6 @@ def test_every_gate_has_a_margin_entry_and_nothing_else() -> None:
 UNGATED_ON_SM90: dict[str, str] = {}
 
 # The interleaved run the sm90 margins come from, and the test of each gate in it.
-SM90_REPORT = Path(__file__).resolve().parents[2] / "measurements/2026-11-21-h200-session3/perf-update-report.json"
 SM90_GATE_TESTS = {
     "qkv_base_w2_vs_qkv_base/layer0": "tests/qkv/test_perf.py::test_rearranged_weights_beat_base[layer0]",
     "qkv_base_w2_vs_qkv_base/layer1": "tests/qkv/test_perf.py::test_rearranged_weights_beat_base[layer1]",
@@ -141,18 +138,17 @@ def test_every_sm90_gate_is_gated_unless_documented() -> None:
             assert margin("sm90", key) is not None, f"{key}: no sm90 margin and no documented reason"
 
 
-@pytest.mark.skipif(not SM90_REPORT.is_file(), reason=f"{SM90_REPORT} not in this checkout")
 def test_sm90_margins_follow_the_rule_from_the_interleaved_run() -> None:
-    """margin = floor(100 x 0.95 x ci_low) / 100 of that gate's comparison in the H200 report."""
-    tests = {t["nodeid"]: t for t in json.loads(SM90_REPORT.read_text())["tests"]}
+    """margin = the rule on the lowest ci_low of that gate's comparison in the H200 and H100 reports."""
+    lowest = lowest_comparisons("tests/qkv/test_perf.py")
     assert set(SM90_GATE_TESTS) == {gate_key(*g) for g in GATES}
     for fast, baseline, layer in GATES:
         key = gate_key(fast, baseline, layer)
         if key in UNGATED_ON_SM90:
             continue
-        (comparison,) = tests[SM90_GATE_TESTS[key]]["comparisons"]
+        comparison = lowest[SM90_GATE_TESTS[key].partition("::")[2]]
         assert (comparison["fast"], comparison["baseline"]) == (fast, baseline), key
-        assert margin("sm90", key) == math.floor(100 * 0.95 * comparison["ci_low"]) / 100, key
+        assert margin("sm90", key) == margin_rule(comparison["ci_low"]), key
 
 
 def test_best_configs_name_real_variants_and_launchable_blocks() -> None:
