@@ -203,7 +203,7 @@ PERF_CASES: tuple[PerfCase, ...] = (
 # 2026-11-25, measurements/2026-11-25-session27/), by the project's rule
 # margin = floor(100 * 0.95 * ci_low) / 100 on the lowest ci_low over those GPUs: 5% headroom below
 # the lower end of the measured 99.5% interval of t(second variant) / t(first variant). The H100
-# gains less from the 8-byte loads (1.41x against the H200's 1.54-1.57x at fill and waves), so
+# gains less from the 8-byte loads (1.40-1.42x against the H200's 1.54-1.57x at fill and waves), so
 # thirteen margins came down in session 27; four of them changed what they claim (noted below). A test passes when the lower end of its own
 # interval is at least the margin, fails when the upper end is below it.
 # Not from the sweep (separately timed medians, and FFN at 512 threads only): see the README.

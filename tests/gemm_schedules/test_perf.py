@@ -26,9 +26,9 @@ from pytest_gpuperf import Variant
 # 1365 vs 1395 MHz and a wide interval), with no code change. Memory-bound families moved by at
 # most 2.7%. So these regression checks only catch gross slowdowns (above +12.5%); the
 # interleaved Ping-pong/Cooperative and cuBLAS gates, which pair both sides on one chip, are the
-# precise checks. On the H100 (session 27) even they vary between chips: Ping-pong's time there is
-# bimodal under the power cap, so its ratios moved by up to 16% between two machines and the sm90
-# margins sit under the lower mode (family.SPEEDUP_MARGINS).
+# precise checks. On the H100 (session 27) even they vary between chips: under the power cap each
+# schedule's time moves between levels 10-15% apart, not together, so the ratios moved by up to 16%
+# between machines and the sm90 margins sit under the lowest interval (family.SPEEDUP_MARGINS).
 pytestmark = pytest.mark.gpu_perf(tolerance=0.25)
 
 
