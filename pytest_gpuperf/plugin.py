@@ -16,7 +16,7 @@ SESSION_KEY = pytest.StashKey[GpuPerfSession]()
 SKIP_PREFIX = "gpu-perf: "
 PERF_OFF = SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf"
 ROLE_KEY = "gpu_perf_role"  # user property on a test skipped for want of a GPU: "perf" or "gpu"
-MAX_LISTED = 10  # missing-baseline notes listed in the terminal summary
+MAX_LISTED = 10  # missing-baseline notes and shifted comparisons listed in the terminal summary
 PERF_FIXTURE = "gpu_perf"
 GPU_FIXTURE = "gpu"
 GPU_MARKERS = frozenset({"gpu", *arch.SHORTHAND_MARKERS, arch.GENERIC_MARKER})
@@ -301,6 +301,17 @@ class _RunHooks:
                 tr.write_line("  " + note.split(" (looked in")[0])
             if len(missing) > MAX_LISTED:
                 tr.write_line(f"  ... and {len(missing) - MAX_LISTED} more (see the JSON report)")
+        shifted = [r for r in self.s.records if r["kind"] == "comparison" and r["comparison"].get("notes")]
+        if shifted:
+            tr.write_line(
+                f"{len(shifted)} comparison(s) moved between levels during their run (clocks or power "
+                "state); their margins need runs on several machines:"
+            )
+            for r in shifted[:MAX_LISTED]:
+                c = r["comparison"]
+                tr.write_line(f"  {r['test']}: {c['fast']} vs {c['baseline']} {c['speedup']:.4f}x, {c['verdict']}")
+            if len(shifted) > MAX_LISTED:
+                tr.write_line(f"  ... and {len(shifted) - MAX_LISTED} more (see the JSON report)")
         if self.s.skip_reasons:
             tr.write_line("GPU parts skipped, and why:")
             for reason, n in self.s.skip_reasons.most_common():

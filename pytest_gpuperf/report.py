@@ -51,7 +51,10 @@ def format_comparison_failure(c: "Comparison") -> str:
         why = "the whole interval lies below the required margin"
     else:
         head = f"speedup gate INCONCLUSIVE: {c.fast.name!r} vs {c.baseline.name!r} must be >= {c.at_least:.3f}x"
-        why = "the interval contains the margin even after re-sampling; lower the margin or raise --gpu-perf-budget"
+        if c.ci_low <= c.at_least <= c.ci_high:
+            why = "the interval contains the margin even after re-sampling; lower the margin or raise --gpu-perf-budget"
+        else:
+            why = "part of the run clears the margin and part does not (note below)"
     rows = [
         ["variant", "median", f"{100 * c.fast.confidence:g}% CI", "noise (IQR)", "samples", "mode"],
         _measurement_row(c.fast),
@@ -62,6 +65,7 @@ def format_comparison_failure(c: "Comparison") -> str:
         f"  speedup   {c.speedup:.4f}x  {_ci(c.ci_low, c.ci_high)} ({100 * c.confidence:g}% bootstrap CI, "
         f"{c.rounds} interleaved rounds)\n"
         f"  required  >= {c.at_least:.4f}x: {why}"
+        + "".join(f"\n  note      {note}" for note in c.notes)
     )
 
 

@@ -149,6 +149,7 @@ class Comparison:
     at_least: float | None
     verdict: Verdict
     rounds: int
+    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -161,4 +162,5 @@ class Comparison:
             "at_least": self.at_least,
             "verdict": str(self.verdict),
             "rounds": self.rounds,
+            "notes": list(self.notes),
         }

@@ -96,6 +96,41 @@ def paired_ratio_ci(numerator: Sequence[float], denominator: Sequence[float], co
     return bootstrap_median_ci(num / den, confidence)
 
 
+@dataclass(frozen=True)
+class LevelShift:
+    """Consecutive stretches of one run whose medians differ beyond chance."""
+
+    low: float  # the lowest stretch's median
+    high: float  # the highest stretch's median
+    p_value: float
+
+
+def level_shift(
+    samples: Sequence[float], parts: int = 4, alpha: float = 1e-3, min_effect: float = 0.02
+) -> LevelShift | None:
+    """Whether ``samples`` (in the order taken) moved between levels during the run.
+
+    The run is cut into ``parts`` consecutive stretches. A shift is reported when a
+    Kruskal-Wallis test rejects "all stretches share one distribution" at ``alpha`` and the
+    stretches' medians differ by at least ``min_effect`` (relative). Independent noise
+    triggers it with probability below ``alpha``. A GPU whose clocks or power state switch
+    between levels (a power-capped GEMM on an H100) triggers it, and then no interval of this
+    run describes another run on another chip.
+    """
+    from scipy import stats as sps  # lazily: loading the plugin must stay cheap
+
+    x = np.asarray(samples, dtype=np.float64)
+    if parts < 2 or x.size < 8 * parts:
+        return None
+    stretches = np.array_split(x, parts)
+    medians = [float(np.median(s)) for s in stretches]
+    low, high = min(medians), max(medians)
+    if low <= 0 or high / low - 1.0 < min_effect:
+        return None
+    p_value = float(sps.kruskal(*stretches).pvalue)
+    return LevelShift(low, high, p_value) if p_value < alpha else None
+
+
 def log_sigma(interval: Interval) -> float:
     """Standard error of log(estimate) implied by a symmetric-on-log-scale interval."""
     from scipy import stats as sps  # lazily: loading the plugin must stay cheap

@@ -59,7 +59,9 @@ class FakeBackend:
     ``times`` maps a variant name to its true per-launch seconds (or is a callable of the
     name); ``spread`` is the log-normal sigma per sample; a fraction ``outlier_rate`` of
     samples is multiplied by ``outlier_factor``; ``throttled`` makes every clock reading
-    report thermal slowdown.
+    report thermal slowdown. ``levels`` maps a variant name to ``(factor, from_s)``: once the
+    simulated clock has passed ``from_s`` seconds, that variant takes ``factor`` times as long
+    (a GPU that moved to another clock or power level during the run).
     """
 
     name = "fake"
@@ -75,6 +77,7 @@ class FakeBackend:
         seed: int = 0,
         throttled: bool = False,
         call_launch: bool = True,
+        levels: Mapping[str, tuple[float, float]] | None = None,
     ):
         self._times = times or {}
         self._default = default_s
@@ -85,6 +88,7 @@ class FakeBackend:
         self._clock = 0.0
         self.throttled = throttled
         self._call_launch = call_launch
+        self._levels = dict(levels or {})
         self.prepared_names: list[str] = []
 
     def true_time(self, name: str) -> float:
@@ -106,7 +110,8 @@ class FakeBackend:
             noise = self._rng.lognormal(0.0, self.spread, rounds) if self.spread else np.ones(rounds)
             outliers = self._rng.random(rounds) < self.outlier_rate
             noise = np.where(outliers, noise * self.outlier_factor, noise)
-            samples = p.state * noise
+            factor, from_s = self._levels.get(p.variant.name, (1.0, math.inf))
+            samples = p.state * noise * (factor if self._clock >= from_s else 1.0)
             self._clock += float(samples.sum()) * p.batch
             out.append(samples.tolist())
         # The fake records samples per variant in blocks; interleaving only matters on a GPU.

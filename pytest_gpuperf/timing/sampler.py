@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 from pytest_gpuperf.gates import Verdict, speedup_verdict
 from pytest_gpuperf.results import CacheMode, ClockState, Comparison, Measurement, Variant
-from pytest_gpuperf.stats import median_ci, paired_ratio_ci, relative_spread
+from pytest_gpuperf.stats import Interval, LevelShift, level_shift, median_ci, paired_ratio_ci, relative_spread
 from pytest_gpuperf.timing.backend import Prepared, TimingBackend
 
 MAX_KEPT_CLOCK_STATES = 6
@@ -169,17 +169,24 @@ def compare(
         ratio_ci = median_ci([bb / ff for ff, bb in zip(f, b)], look)
         return ratio_ci.rel_halfwidth <= policy.precision
 
+    def judge(run: _Run) -> tuple[Interval, LevelShift | None, Verdict]:
+        ratios = [b / f for f, b in zip(*run.samples)]
+        speedup = paired_ratio_ci(run.samples[1], run.samples[0], look)
+        shift = level_shift(ratios)
+        verdict = speedup_verdict(speedup, at_least)
+        if shift is not None and at_least is not None and shift.low < at_least <= shift.high:
+            verdict = Verdict.INCONCLUSIVE  # part of the run clears the margin, part does not
+        return speedup, shift, verdict
+
     pf = backend.prepare(fast, fast.cache or cache, policy.target_sample_s)
     pb = backend.prepare(baseline, baseline.cache or cache, policy.target_sample_s)
     try:
         run = _sample(backend, [pf, pb], policy, policy.budget_s, precise)
-        speedup = paired_ratio_ci(run.samples[1], run.samples[0], look)
-        verdict = speedup_verdict(speedup, at_least)
+        speedup, shift, verdict = judge(run)
         if verdict is Verdict.INCONCLUSIVE and policy.extension_budget_s > 0:
             run = _sample(backend, [pf, pb], policy, policy.extension_budget_s, lambda _: False, run)
             run.stop_reason = "extended:" + run.stop_reason
-            speedup = paired_ratio_ci(run.samples[1], run.samples[0], look)
-            verdict = speedup_verdict(speedup, at_least)
+            speedup, shift, verdict = judge(run)
     finally:
         backend.release(pf)
         backend.release(pb)
@@ -195,6 +202,16 @@ def compare(
         at_least=at_least,
         verdict=verdict,
         rounds=len(run.samples[0]),
+        notes=[_level_shift_note(shift)] if shift else [],
+    )
+
+
+def _level_shift_note(shift: LevelShift) -> str:
+    return (
+        f"the speedup moved between levels during the run: its quarters' medians range from "
+        f"{shift.low:.4f}x to {shift.high:.4f}x (Kruskal-Wallis p={shift.p_value:.1e}); the GPU's "
+        "clocks or power state changed, not the code, and another run or chip may sit at either "
+        "level, so set the margin from runs on several machines"
     )
 
 

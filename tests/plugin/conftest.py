@@ -36,6 +36,7 @@ FAKE_CONFTEST = textwrap.dedent(
             spread=float(os.environ.get("FAKE_SPREAD", "0.01")),
             seed=int(os.environ.get("FAKE_SEED", "0")),
             throttled=os.environ.get("FAKE_THROTTLED") == "1",
+            levels=json.loads(os.environ.get("FAKE_LEVELS", "{}")),
         )
     """
 )

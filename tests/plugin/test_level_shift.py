@@ -1,0 +1,88 @@
+"""A comparison whose speedup moved between levels during its run is told apart from noise."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from pytest_gpuperf import Variant, Verdict
+from pytest_gpuperf.report import format_comparison_failure
+from pytest_gpuperf.stats import level_shift
+from pytest_gpuperf.testing import FakeBackend
+from pytest_gpuperf.timing import SamplingPolicy, compare
+
+TIMES = {"fast": 10e-6, "slow": 12e-6}
+SLOWER_FROM_50_MS = {"fast": (1.15, 0.05)}  # "fast" takes 15% longer once 50 ms have passed
+
+
+def _noop() -> None:
+    pass
+
+
+def test_independent_noise_rarely_reads_as_a_level_shift() -> None:
+    rng = np.random.default_rng(0)
+    found = sum(level_shift(rng.lognormal(0.0, 0.03, 200)) is not None for _ in range(1000))
+    assert found <= 5  # alpha = 1e-3: about one in a thousand
+
+
+def test_two_levels_are_found_with_both_medians() -> None:
+    rng = np.random.default_rng(1)
+    samples = np.concatenate([1.2 * rng.lognormal(0, 0.01, 100), 1.043 * rng.lognormal(0, 0.01, 100)])
+    shift = level_shift(samples)
+    assert shift is not None and shift.p_value < 1e-6
+    assert shift.low == pytest.approx(1.043, rel=0.01) and shift.high == pytest.approx(1.2, rel=0.01)
+    assert level_shift(samples[:31]) is None  # too few samples to cut into stretches
+
+
+def test_a_shift_smaller_than_the_effect_floor_is_not_reported() -> None:
+    rng = np.random.default_rng(2)
+    samples = np.concatenate([rng.lognormal(0, 0.001, 200), 1.01 * rng.lognormal(0, 0.001, 200)])
+    assert level_shift(samples) is None  # significant, but a 1% step is below min_effect
+
+
+def _compare(at_least: float, extension_budget_s: float):
+    backend = FakeBackend(TIMES, spread=0.01, seed=0, call_launch=False, levels=SLOWER_FROM_50_MS)
+    policy = dataclasses.replace(SamplingPolicy(), extension_budget_s=extension_budget_s)
+    return compare(backend, Variant("fast", _noop), Variant("slow", _noop), policy, at_least, "cold")
+
+
+def test_a_margin_that_only_part_of_the_run_clears_is_inconclusive() -> None:
+    c = _compare(at_least=1.1, extension_budget_s=0.0)
+    assert c.ci_high < 1.1  # the interval alone would say FAIL
+    assert c.verdict is Verdict.INCONCLUSIVE
+    (note,) = c.notes
+    assert "moved between levels" in note
+    text = format_comparison_failure(c)
+    assert "part of the run clears the margin and part does not" in text
+    assert "note      the speedup moved between levels" in text
+
+
+def test_a_margin_under_both_levels_passes_and_keeps_the_note() -> None:
+    c = _compare(at_least=1.0, extension_budget_s=2.0)
+    assert c.verdict is Verdict.PASS and len(c.notes) == 1
+    assert c.summary()["notes"] == c.notes
+
+
+def test_the_summary_lists_shifted_comparisons(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(times=TIMES, FAKE_LEVELS=json.dumps(SLOWER_FROM_50_MS))
+    pytester.makepyfile(
+        """
+        from pytest_gpuperf import Variant
+
+        def test_claim(gpu_perf):
+            fast = Variant("fast", lambda: None)
+            slow = Variant("slow", lambda: None)
+            gpu_perf.assert_speedup(fast, slow, at_least=1.0)
+        """
+    )
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-json", "report.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "1 comparison(s) moved between levels during their run (clocks or power state)*",
+        "  test_the_summary_lists_shifted_comparisons.py::test_claim: fast vs slow 1.0*x, pass",
+    ])
+    (comparison,) = json.loads((pytester.path / "report.json").read_text())["tests"][0]["comparisons"]
+    assert "moved between levels" in comparison["notes"][0]
