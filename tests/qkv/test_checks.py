@@ -19,6 +19,7 @@ from kernels.qkv.launch import (
 from kernels.qkv.sweep import sweep_configs
 from kernels.qkv.reference import QkvShape, make_inputs, reference
 from tests.margin_rule import lowest_comparisons, margin_rule
+from tests.qkv.test_correctness import assert_small_against_the_products
 
 
 def matrices(d_model: int = 8, d_qkv: int = 12, d_ws: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -181,3 +182,23 @@ def test_max_warps_per_block_follows_the_launch_bounds() -> None:
     assert [max_warps_per_block("qkv_strip_w2", w) for w in (4, 8, 16)] == [16, 16, 8]
     with pytest.raises(ValueError, match="variant"):
         max_warps_per_block("qkv_nope")
+
+
+def _fp32_sequential_sum(w_qkv: np.ndarray, h_in: np.ndarray) -> np.ndarray:
+    out = np.zeros((h_in.shape[0], w_qkv.shape[0]), np.float32)
+    for m in range(w_qkv.shape[1]):
+        out = (out + h_in[:, m : m + 1] * w_qkv[:, m][None, :]).astype(np.float32)
+    return out.astype(np.float64)
+
+
+@pytest.mark.parametrize("shape", [QkvShape(171, 1, 1), QkvShape(255, 1, 1), QkvShape(600, 64, 8)], ids=str)
+def test_the_accumulation_check_takes_fp32_rounding_and_rejects_a_missing_term(shape: QkvShape) -> None:
+    """The GPU check judges the error against |h_in| @ |w_qkv|.T: an output that cancels to near
+    zero keeps its partial sums' rounding (d_model=171: 1.5e-5 of the output, what an H100 gave in
+    session 27) and still passes, while one term left out fails."""
+    w_qkv, h_in = make_inputs(shape, 0)
+    exact = reference(w_qkv, h_in)
+    assert_small_against_the_products(_fp32_sequential_sum(w_qkv, h_in), exact, w_qkv, h_in, "fp32")
+    missing = _fp32_sequential_sum(w_qkv[:, 1:], h_in[:, 1:])
+    with pytest.raises(AssertionError, match="of the products' size exceeds"):
+        assert_small_against_the_products(missing, exact, w_qkv, h_in, "missing term")

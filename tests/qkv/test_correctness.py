@@ -6,6 +6,7 @@ path and the zero padding of w2), warps per block 1 to 16 and grids from one blo
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -34,10 +35,13 @@ from pytest_gpuperf.numerics import assert_close, poison, to_numpy
 
 # Each output is a sum of d_model fp32 products accumulated in fp32 (FMA) against a float64
 # reference on the same fp32 inputs, so only accumulation rounding differs. Two checks:
-# - relative L2 error <= 1e-5: with random signs the error grows like sqrt(d_model) * 2^-24
-#   relative to |output|; simulated fp32 sequential sums (without FMA, so slightly worse)
-#   give 4.4e-7 at d_model = 600 and 1.1e-7 at 32, so 1e-5 leaves a 20x margin while any
-#   wrong index or missing term (an error of order 1/sqrt(d_model) or more) fails it;
+# - the L2 norm of the error over the L2 norm of |h_in| @ |w_qkv|.T (the outputs' size were
+#   every product of one sign) <= 1e-5. Rounding errors scale with that sum, not with the
+#   output: an output that cancels to near zero (hypothesis found d_model=171 with a single
+#   output, whose relative error was 1.4e-5 on an H100 in session 27) keeps the rounding of
+#   its large partial sums. Simulated fp32 sequential sums give at most 1.4e-7 of it over 300
+#   single-output problems (d_model 1-600; 1.5e-5 of that output at d_model=171), while any wrong
+#   index or missing term (2e-3 to 4e-2 of it) fails it (tests/qkv/test_checks.py);
 # - every element within the worst-case bound of any summation order,
 #   |err| <= gamma_n * sum_m |w| |h| with gamma_n = n u / (1 - n u), n = d_model + 1 (the
 #   +1 covers the final rounding), u = 2^-24, plus d_model * FLT_MIN for flushed denormals
@@ -67,12 +71,27 @@ def assert_within_rounding_bound(
         )
 
 
+def assert_small_against_the_products(
+    actual: Any, exact: np.ndarray, w_qkv: np.ndarray, h_in: np.ndarray, name: str
+) -> None:
+    """The error's L2 norm is at most MAX_REL_L2 of the L2 norm of |h_in| @ |w_qkv|.T."""
+    got = to_numpy(actual).astype(np.float64)
+    scale = np.linalg.norm(np.abs(h_in.astype(np.float64)) @ np.abs(w_qkv.astype(np.float64)).T)
+    err = np.linalg.norm(got - exact) / scale if scale else np.linalg.norm(got - exact)
+    if not err <= MAX_REL_L2:
+        raise AssertionError(
+            f"{name}: L2 error {err:.3e} of the products' size exceeds {MAX_REL_L2:.0e} "
+            f"(relative to the outputs: {np.linalg.norm(got - exact) / max(np.linalg.norm(exact), 1e-300):.3e})"
+        )
+
+
 def check_variant(variant: str, bufs: QkvBuffers, w_qkv: np.ndarray, h_in: np.ndarray, config: LaunchConfig) -> None:
     name = f"{variant} ({bufs.shape}, {config.label(variant)})"
     expected = reference(w_qkv, h_in)
     poison(bufs.h_qkv)
     launch(variant, bufs, config)
-    assert_close(bufs.h_qkv, expected, max_rel_l2=MAX_REL_L2, name=name)
+    assert_close(bufs.h_qkv, expected, max_rel_l2=math.inf, name=name)  # NaN (poison) and infinities
+    assert_small_against_the_products(bufs.h_qkv, expected, w_qkv, h_in, name)
     assert_within_rounding_bound(bufs.h_qkv, expected, w_qkv, h_in, name)
 
 
