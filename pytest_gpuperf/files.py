@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +19,18 @@ def atomic_write_json(path: Path, payload: Any) -> None:
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path``, fsync it, then rename it over ``path``.
 
-    The file keeps the mode an ordinary write would give it (an existing file's, else 0o666 less
-    the umask): ``mkstemp`` creates files readable by their owner alone, and a baseline or report
-    written on a shared runner must stay readable by the job that uploads or reviews it.
+    The file gets the mode an ordinary write would give it: a new one 0o666 less the umask (the
+    kernel applies it; ``mkstemp`` would make it readable by its owner alone, and a baseline or
+    report written on a shared runner must stay readable by the job that uploads or reviews it),
+    and a rewritten one its old mode.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_beside(path)
     try:
-        os.fchmod(fd, _mode_for(path))
+        try:
+            os.fchmod(fd, stat.S_IMODE(path.stat().st_mode))
+        except FileNotFoundError:
+            pass
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
@@ -40,13 +44,14 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def _mode_for(path: Path) -> int:
-    try:
-        return stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+def _create_beside(path: Path) -> tuple[int, Path]:
+    """A new, empty file ``.<name>.<random>.tmp`` in ``path``'s folder, opened for writing."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
 
 
 def read_json_object(path: Path, kind: str) -> dict[str, Any] | None:

@@ -301,7 +301,7 @@ class _RunHooks:
                 tr.write_line("  " + note.split(" (looked in")[0])
             if len(missing) > MAX_LISTED:
                 tr.write_line(f"  ... and {len(missing) - MAX_LISTED} more (see the JSON report)")
-        shifted = [r for r in self.s.records if r["kind"] == "comparison" and r["comparison"].get("notes")]
+        shifted = [r for r in self.s.records if r["kind"] == "comparison" and r["comparison"].get("level_shift")]
         if shifted:
             tr.write_line(
                 f"{len(shifted)} comparison(s) moved between levels during their run (clocks or power "

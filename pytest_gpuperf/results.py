@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from pytest_gpuperf.gates import Verdict
-from pytest_gpuperf.stats import Interval
+from pytest_gpuperf.stats import Interval, LevelShift
 
 CacheMode = Literal["cold", "hot"]
 
@@ -150,6 +150,7 @@ class Comparison:
     verdict: Verdict
     rounds: int
     notes: list[str] = field(default_factory=list)
+    level_shift: LevelShift | None = None
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -163,4 +164,5 @@ class Comparison:
             "verdict": str(self.verdict),
             "rounds": self.rounds,
             "notes": list(self.notes),
+            "level_shift": self.level_shift.summary() if self.level_shift else None,
         }

@@ -100,9 +100,12 @@ def paired_ratio_ci(numerator: Sequence[float], denominator: Sequence[float], co
 class LevelShift:
     """Consecutive stretches of one run whose medians differ beyond chance."""
 
-    low: float  # the lowest stretch's median
-    high: float  # the highest stretch's median
+    lowest_median: float
+    highest_median: float
     p_value: float
+
+    def summary(self) -> dict[str, float]:
+        return {"lowest_median": self.lowest_median, "highest_median": self.highest_median, "p_value": self.p_value}
 
 
 def level_shift(
@@ -110,7 +113,8 @@ def level_shift(
 ) -> LevelShift | None:
     """Whether ``samples`` (in the order taken) moved between levels during the run.
 
-    The run is cut into ``parts`` consecutive stretches. A shift is reported when a
+    The run (at least 7 samples per stretch, so the sampler's 30-sample minimum is judged) is
+    cut into ``parts`` consecutive stretches. A shift is reported when a
     Kruskal-Wallis test rejects "all stretches share one distribution" at ``alpha`` and the
     stretches' medians differ by at least ``min_effect`` (relative). Independent noise
     triggers it with probability below ``alpha``. A GPU whose clocks or power state switch
@@ -120,7 +124,7 @@ def level_shift(
     from scipy import stats as sps  # lazily: loading the plugin must stay cheap
 
     x = np.asarray(samples, dtype=np.float64)
-    if parts < 2 or x.size < 8 * parts:
+    if parts < 2 or x.size < 7 * parts:
         return None
     stretches = np.array_split(x, parts)
     medians = [float(np.median(s)) for s in stretches]

@@ -1,7 +1,8 @@
 """The project's margin rule, checked against the perf reports the sm90 margins were measured in.
 
 margin = floor(100 x 0.95 x ci_low) / 100, ci_low the lowest lower end of the interleaved
-comparison's interval over every report listed: an H200 (session 3) and two H100 SXMs (session 27).
+comparison's interval over every report listed: H200s (session 3; the GEMMs' sessions 5 and 8)
+and two H100 SXMs (session 27).
 """
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ import math
 from pathlib import Path
 
 MEASUREMENTS = Path(__file__).resolve().parents[1] / "measurements"
-SM90_REPORTS = (
-    MEASUREMENTS / "2026-11-21-h200-session3" / "perf-update-report.json",
+H100_REPORTS = (
     MEASUREMENTS / "2026-11-25-session27" / "run1-update-report.json",
     MEASUREMENTS / "2026-11-25-session27" / "run2-perf-report.json",
+)
+SM90_REPORTS = (MEASUREMENTS / "2026-11-21-h200-session3" / "perf-update-report.json", *H100_REPORTS)
+# The GEMM family's H200 figures come from sessions 5 and 8 (session 3's were invalid, see its README).
+GEMM_SM90_REPORTS = (
+    MEASUREMENTS / "2026-11-21-h200-session5" / "perf-update-report.json",
+    MEASUREMENTS / "2026-11-22-h200-session8" / "perf-verify-report.json",
+    *H100_REPORTS,
 )
 
 

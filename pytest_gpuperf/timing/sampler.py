@@ -174,7 +174,7 @@ def compare(
         speedup = paired_ratio_ci(run.samples[1], run.samples[0], look)
         shift = level_shift(ratios)
         verdict = speedup_verdict(speedup, at_least)
-        if shift is not None and at_least is not None and shift.low < at_least <= shift.high:
+        if shift is not None and at_least is not None and shift.lowest_median < at_least <= shift.highest_median:
             verdict = Verdict.INCONCLUSIVE  # part of the run clears the margin, part does not
         return speedup, shift, verdict
 
@@ -203,15 +203,16 @@ def compare(
         verdict=verdict,
         rounds=len(run.samples[0]),
         notes=[_level_shift_note(shift)] if shift else [],
+        level_shift=shift,
     )
 
 
 def _level_shift_note(shift: LevelShift) -> str:
     return (
-        f"the speedup moved between levels during the run: its quarters' medians range from "
-        f"{shift.low:.4f}x to {shift.high:.4f}x (Kruskal-Wallis p={shift.p_value:.1e}); the GPU's "
-        "clocks or power state changed, not the code, and another run or chip may sit at either "
-        "level, so set the margin from runs on several machines"
+        f"the speedup moved between levels during the run: its consecutive stretches' medians range "
+        f"from {shift.lowest_median:.4f}x to {shift.highest_median:.4f}x (Kruskal-Wallis p={shift.p_value:.1e}); "
+        "most likely the GPU's clocks or power state changed, and another run or chip may sit at "
+        "either level, so set the margin from runs on several machines"
     )
 
 

@@ -88,20 +88,22 @@ def test_pingpong_vs_cooperative(gpu_perf: Any, load_gemm: Callable[[str], Any],
 
 
 @pytest.mark.sm90(exact=True)
-def test_faster_schedule_vs_cublas_at_8192(
-    gpu_perf: Any, load_gemm: Callable[[str], Any], request: pytest.FixtureRequest
-) -> None:
+def test_faster_schedule_vs_cublas_at_8192(gpu_perf: Any, load_gemm: Callable[[str], Any]) -> None:
     """Issue 4: the faster schedule reaches at least 95% of cuBLAS at 8192^3 (interleaved with cuBLAS).
     Which schedule is faster is a measurement (family.FASTER_SCHEDULE), so only that one is timed;
-    test_pingpong_vs_cooperative[square8192] records the ordering on every run. A GPU model listed in
-    family.CUBLAS_SHORTFALLS runs it as a non-strict xfail."""
+    test_pingpong_vs_cooperative[square8192] records the ordering on every run. On a GPU model listed
+    in family.CUBLAS_SHORTFALLS the ratio is measured and recorded ungated, and a run that does not
+    show the requirement met is an xfail; baseline regressions and escaped work still fail it."""
     arch = gpu_perf.device.arch
     shortfall = CUBLAS_SHORTFALLS.get(arch, {}).get(gpu_perf.device.name)
-    if shortfall:
-        request.applymarker(pytest.mark.xfail(strict=False, raises=AssertionError, reason=f"requirement not reliably met: {shortfall}"))
     required = CUBLAS_FRACTION_REQUIRED.get(arch, {}).get("square8192")
     best = FASTER_SCHEDULE.get(arch, {}).get("square8192", "cooperative")
     v = make_variants("square8192", load_gemm, (best, "cublas"), seed=1)
-    comparison = gpu_perf.assert_speedup(v[best], v["cublas"], at_least=required)
+    comparison = gpu_perf.assert_speedup(v[best], v["cublas"], at_least=None if shortfall else required)
     assert_nothing_escaped(f"{best} vs cuBLAS")
     gpu_perf.record(f"{best}_over_cublas", comparison.speedup)
+    if shortfall and required is not None and comparison.ci_low < required:
+        pytest.xfail(
+            f"{best} at {comparison.speedup:.3f}x [{comparison.ci_low:.3f}, {comparison.ci_high:.3f}] of cuBLAS, "
+            f"required {required}x: a documented shortfall on this GPU model: {shortfall}"
+        )

@@ -115,8 +115,6 @@ def test_every_sm90_comparison_is_gated_unless_documented() -> None:
             assert reason.strip(), (arch, key)
 
 
-
-
 def test_sm90_margins_follow_the_interleaved_measurements() -> None:
     """margin = the rule on the lowest ci_low of the interleaved comparison recorded for the same test
     in the H200 and H100 reports (a margin changed by hand, or a stale one, fails here)."""

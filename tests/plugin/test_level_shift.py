@@ -33,8 +33,11 @@ def test_two_levels_are_found_with_both_medians() -> None:
     samples = np.concatenate([1.2 * rng.lognormal(0, 0.01, 100), 1.043 * rng.lognormal(0, 0.01, 100)])
     shift = level_shift(samples)
     assert shift is not None and shift.p_value < 1e-6
-    assert shift.low == pytest.approx(1.043, rel=0.01) and shift.high == pytest.approx(1.2, rel=0.01)
-    assert level_shift(samples[:31]) is None  # too few samples to cut into stretches
+    assert shift.lowest_median == pytest.approx(1.043, rel=0.01) and shift.highest_median == pytest.approx(1.2, rel=0.01)
+    # 14 samples on each side of the step: four stretches of 7 are judged, 27 samples are not
+    # (the shift is as clear there: Kruskal-Wallis p = 2e-4).
+    assert level_shift(np.r_[samples[:14], samples[100:114]]) is not None
+    assert level_shift(np.r_[samples[:14], samples[100:113]]) is None
 
 
 def test_a_shift_smaller_than_the_effect_floor_is_not_reported() -> None:
@@ -64,6 +67,7 @@ def test_a_margin_under_both_levels_passes_and_keeps_the_note() -> None:
     c = _compare(at_least=1.0, extension_budget_s=2.0)
     assert c.verdict is Verdict.PASS and len(c.notes) == 1
     assert c.summary()["notes"] == c.notes
+    assert c.summary()["level_shift"]["lowest_median"] < 1.1 < c.summary()["level_shift"]["highest_median"]
 
 
 def test_the_summary_lists_shifted_comparisons(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
@@ -85,4 +89,4 @@ def test_the_summary_lists_shifted_comparisons(pytester: pytest.Pytester, fake_g
         "  test_the_summary_lists_shifted_comparisons.py::test_claim: fast vs slow 1.0*x, pass",
     ])
     (comparison,) = json.loads((pytester.path / "report.json").read_text())["tests"][0]["comparisons"]
-    assert "moved between levels" in comparison["notes"][0]
+    assert "moved between levels" in comparison["notes"][0] and comparison["level_shift"]["p_value"] < 1e-3

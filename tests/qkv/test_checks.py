@@ -1,10 +1,10 @@
 """qkv checks that need no GPU: input validation, launch configurations, the reference."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
+from kernels.qkv.accuracy import assert_small_against_the_products
 from kernels.qkv.family import BEST_CONFIGS, GATES, LAYERS, SPEEDUP_MARGINS, best_config, gate_key, margin
 from kernels.qkv.launch import (
     NAME_EXPRESSIONS,
@@ -19,7 +19,6 @@ from kernels.qkv.launch import (
 from kernels.qkv.sweep import sweep_configs
 from kernels.qkv.reference import QkvShape, make_inputs, reference
 from tests.margin_rule import lowest_comparisons, margin_rule
-from tests.qkv.test_correctness import assert_small_against_the_products
 
 
 def matrices(d_model: int = 8, d_qkv: int = 12, d_ws: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
