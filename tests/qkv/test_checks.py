@@ -120,7 +120,7 @@ def test_every_gate_has_a_margin_entry_and_nothing_else() -> None:
 # Empty: all three were measured interleaved on the H200 (session 3, 2026-11-21).
 UNGATED_ON_SM90: dict[str, str] = {}
 
-# The interleaved run the sm90 margins come from, and the test of each gate in it.
+# The test of each gate in the interleaved runs the sm90 margins come from (tests/margin_rule.py).
 SM90_GATE_TESTS = {
     "qkv_base_w2_vs_qkv_base/layer0": "tests/qkv/test_perf.py::test_rearranged_weights_beat_base[layer0]",
     "qkv_base_w2_vs_qkv_base/layer1": "tests/qkv/test_perf.py::test_rearranged_weights_beat_base[layer1]",
