@@ -2,7 +2,7 @@
 
 margin = floor(100 x 0.95 x ci_low) / 100, ci_low the lowest lower end of the interleaved
 comparison's interval over every report listed: H200s (session 3; the GEMMs' sessions 5 and 8)
-and two H100 SXMs (session 27).
+and session 27's seven H100 SXMs and one H200.
 """
 from __future__ import annotations
 
@@ -11,16 +11,19 @@ import math
 from pathlib import Path
 
 MEASUREMENTS = Path(__file__).resolve().parents[1] / "measurements"
-H100_REPORTS = (
-    MEASUREMENTS / "2026-11-25-session27" / "run1-update-report.json",
-    MEASUREMENTS / "2026-11-25-session27" / "run2-perf-report.json",
+SESSION27 = MEASUREMENTS / "2026-11-25-session27"
+# Session 27: seven H100 SXMs (runs 1-5, 7, 8) and an H200 (run 6); each report holds the modules
+# that run timed (run 5: qkv and the megakernel; run 7: the GEMMs).
+SESSION27_REPORTS = (
+    SESSION27 / "run1-update-report.json",
+    *(SESSION27 / f"run{n}-perf-report.json" for n in (2, 3, 4, 5, 6, 7, 8)),
 )
-SM90_REPORTS = (MEASUREMENTS / "2026-11-21-h200-session3" / "perf-update-report.json", *H100_REPORTS)
+SM90_REPORTS = (MEASUREMENTS / "2026-11-21-h200-session3" / "perf-update-report.json", *SESSION27_REPORTS)
 # The GEMM family's H200 figures come from sessions 5 and 8 (session 3's were invalid, see its README).
 GEMM_SM90_REPORTS = (
     MEASUREMENTS / "2026-11-21-h200-session5" / "perf-update-report.json",
     MEASUREMENTS / "2026-11-22-h200-session8" / "perf-verify-report.json",
-    *H100_REPORTS,
+    *SESSION27_REPORTS,
 )
 
 
@@ -31,7 +34,8 @@ def margin_rule(ci_low: float) -> float:
 
 def lowest_comparisons(module: str, reports: tuple[Path, ...] = SM90_REPORTS) -> dict[str, dict]:
     """Per test of ``module`` (its name after ``::``), the comparison with the lowest ci_low over
-    ``reports``; every report must hold the same comparisons."""
+    the ``reports`` that timed the module (with its report's path under ``"report"``); every such
+    report must hold the same comparisons."""
     lowest: dict[str, dict] = {}
     seen: list[set[str]] = []
     for report in reports:
@@ -43,7 +47,8 @@ def lowest_comparisons(module: str, reports: tuple[Path, ...] = SM90_REPORTS) ->
             (comparison,) = test["comparisons"]
             names.add(name)
             if name not in lowest or comparison["ci_low"] < lowest[name]["ci_low"]:
-                lowest[name] = comparison
-        seen.append(names)
-    assert all(names == seen[0] for names in seen), f"{module}: the reports measured different tests"
+                lowest[name] = {**comparison, "report": report}
+        if names:
+            seen.append(names)
+    assert seen and all(names == seen[0] for names in seen), f"{module}: the reports measured different tests"
     return lowest

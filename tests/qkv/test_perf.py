@@ -2,7 +2,7 @@
 
 Gates (family.GATES): qkv_base_w2 vs qkv_base on both layers, qkv_strip_w2 vs qkv_base_w2 on
 the larger layer, each by its margin in family.SPEEDUP_MARGINS (sm90: from the interleaved H200
-run of 2026-11-21 and two H100 runs of 2026-11-25; None elsewhere: measured and recorded, not gated). Every variant runs at its
+run of 2026-11-21 and session 27's H100 and H200 runs; None elsewhere: measured and recorded, not gated). Every variant runs at its
 family.BEST_CONFIGS launch, the launch the margins and stored baselines were measured at.
 Every variant is also measured against cuBLAS (cupy.matmul) on the same buffers, as a report
 the note's issue asks for, never a gate. cuBLAS is timed with event pairs around single
