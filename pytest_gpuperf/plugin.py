@@ -291,27 +291,24 @@ class _RunHooks:
                 tr.write_line("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
             counts = verdict_counts(self.s.records)
             tr.write_line("verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
-        missing = [r["note"] for r in self.s.records if r.get("note")]
-        if missing:
-            tr.write_line(
-                f"{len(missing)} measurement(s) have no stored baseline for this GPU; "
-                "record them with: pytest --gpu-perf --gpu-perf-update-baselines"
-            )
-            for note in missing[:MAX_LISTED]:
-                tr.write_line("  " + note.split(" (looked in")[0])
-            if len(missing) > MAX_LISTED:
-                tr.write_line(f"  ... and {len(missing) - MAX_LISTED} more (see the JSON report)")
-        shifted = [r for r in self.s.records if r["kind"] == "comparison" and r["comparison"].get("level_shift")]
-        if shifted:
-            tr.write_line(
-                f"{len(shifted)} comparison(s) moved between levels during their run (clocks or power "
-                "state); their margins need runs on several machines:"
-            )
-            for r in shifted[:MAX_LISTED]:
-                c = r["comparison"]
-                tr.write_line(f"  {r['test']}: {c['fast']} vs {c['baseline']} {c['speedup']:.4f}x, {c['verdict']}")
-            if len(shifted) > MAX_LISTED:
-                tr.write_line(f"  ... and {len(shifted) - MAX_LISTED} more (see the JSON report)")
+        missing = [r["note"].split(" (looked in")[0] for r in self.s.records if r.get("note")]
+        _write_listed(
+            tr,
+            f"{len(missing)} measurement(s) have no stored baseline for this GPU; "
+            "record them with: pytest --gpu-perf --gpu-perf-update-baselines",
+            missing,
+        )
+        shifted = [
+            f"{r['test']}: {c['fast']} vs {c['baseline']} {c['speedup']:.4f}x, {c['verdict']}"
+            for r in self.s.records
+            if r["kind"] == "comparison" and (c := r["comparison"]).get("level_shift")
+        ]
+        _write_listed(
+            tr,
+            f"{len(shifted)} comparison(s) moved between levels during their run (clocks or power "
+            "state); their margins need runs on several machines:",
+            shifted,
+        )
         if self.s.skip_reasons:
             tr.write_line("GPU parts skipped, and why:")
             for reason, n in self.s.skip_reasons.most_common():
@@ -328,3 +325,13 @@ class _RunHooks:
         if self.plots_note:
             tr.write_line(self.plots_note)
 
+
+def _write_listed(tr: Any, header: str, lines: list[str]) -> None:
+    """``header`` and up to MAX_LISTED of ``lines`` (indented), if there are any lines."""
+    if not lines:
+        return
+    tr.write_line(header)
+    for line in lines[:MAX_LISTED]:
+        tr.write_line("  " + line)
+    if len(lines) > MAX_LISTED:
+        tr.write_line(f"  ... and {len(lines) - MAX_LISTED} more (see the JSON report)")

@@ -25,34 +25,35 @@ from pytest_gpuperf.numerics import to_numpy
 MAX_REL_L2 = 1e-5
 
 
-def assert_within_rounding_bound(
-    actual: Any, exact: np.ndarray, w_qkv: np.ndarray, h_in: np.ndarray, name: str
-) -> None:
-    """Every element within the worst-case fp32 accumulation error of its exact value."""
+def assert_fp32_accumulation(actual: Any, exact: np.ndarray, w_qkv: np.ndarray, h_in: np.ndarray, name: str) -> None:
+    """``actual`` is ``exact`` up to fp32 accumulation rounding: both checks above, in that order."""
     got = to_numpy(actual).astype(np.float64)
-    n = w_qkv.shape[1] + 1
+    products = np.abs(h_in.astype(np.float64)) @ np.abs(w_qkv.astype(np.float64)).T  # the costly part: once
+    _assert_small_against_the_products(got, exact, products, name)
+    _assert_within_rounding_bound(got, exact, products, w_qkv.shape[1], name)
+
+
+def _assert_small_against_the_products(got: np.ndarray, exact: np.ndarray, products: np.ndarray, name: str) -> None:
+    """The error's L2 norm is at most MAX_REL_L2 of the L2 norm of |h_in| @ |w_qkv|.T."""
+    scale = np.linalg.norm(products)
+    err = np.linalg.norm(got - exact) / scale if scale else np.linalg.norm(got - exact)
+    if not err <= MAX_REL_L2:
+        raise AssertionError(
+            f"{name}: L2 error {err:.3e} of the products' size exceeds {MAX_REL_L2:.0e} "
+            f"(relative to the outputs: {np.linalg.norm(got - exact) / max(np.linalg.norm(exact), 1e-300):.3e})"
+        )
+
+
+def _assert_within_rounding_bound(got: np.ndarray, exact: np.ndarray, products: np.ndarray, d_model: int, name: str) -> None:
+    """Every element within the worst-case fp32 accumulation error of its exact value."""
+    n = d_model + 1
     u = 2.0**-24
     gamma = n * u / (1.0 - n * u)
-    bound = gamma * (np.abs(h_in.astype(np.float64)) @ np.abs(w_qkv.astype(np.float64)).T)
-    bound += n * float(np.finfo(np.float32).tiny)
+    bound = gamma * products + n * float(np.finfo(np.float32).tiny)
     excess = np.abs(got - exact) - bound
     if not (excess <= 0).all():  # also catches NaN
         worst = np.unravel_index(int(np.nanargmax(np.where(np.isnan(excess), np.inf, excess))), exact.shape)
         raise AssertionError(
             f"{name}: {int((~(excess <= 0)).sum())} of {exact.size} elements outside the fp32 rounding bound; "
             f"worst at {list(worst)}: got {got[worst]!r}, exact {exact[worst]!r}, bound {bound[worst]:.3g}"
-        )
-
-
-def assert_small_against_the_products(
-    actual: Any, exact: np.ndarray, w_qkv: np.ndarray, h_in: np.ndarray, name: str
-) -> None:
-    """The error's L2 norm is at most MAX_REL_L2 of the L2 norm of |h_in| @ |w_qkv|.T."""
-    got = to_numpy(actual).astype(np.float64)
-    scale = np.linalg.norm(np.abs(h_in.astype(np.float64)) @ np.abs(w_qkv.astype(np.float64)).T)
-    err = np.linalg.norm(got - exact) / scale if scale else np.linalg.norm(got - exact)
-    if not err <= MAX_REL_L2:
-        raise AssertionError(
-            f"{name}: L2 error {err:.3e} of the products' size exceeds {MAX_REL_L2:.0e} "
-            f"(relative to the outputs: {np.linalg.norm(got - exact) / max(np.linalg.norm(exact), 1e-300):.3e})"
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.qkv.accuracy import assert_small_against_the_products
+from kernels.qkv.accuracy import assert_fp32_accumulation
 from kernels.qkv.family import BEST_CONFIGS, GATES, LAYERS, SPEEDUP_MARGINS, best_config, gate_key, margin
 from kernels.qkv.launch import (
     NAME_EXPRESSIONS,
@@ -197,7 +197,7 @@ def test_the_accumulation_check_takes_fp32_rounding_and_rejects_a_missing_term(s
     session 27) and still passes, while one term left out fails."""
     w_qkv, h_in = make_inputs(shape, 0)
     exact = reference(w_qkv, h_in)
-    assert_small_against_the_products(_fp32_sequential_sum(w_qkv, h_in), exact, w_qkv, h_in, "fp32")
+    assert_fp32_accumulation(_fp32_sequential_sum(w_qkv, h_in), exact, w_qkv, h_in, "fp32")
     missing = _fp32_sequential_sum(w_qkv[:, 1:], h_in[:, 1:])
     with pytest.raises(AssertionError, match="of the products' size exceeds"):
-        assert_small_against_the_products(missing, exact, w_qkv, h_in, "missing term")
+        assert_fp32_accumulation(missing, exact, w_qkv, h_in, "missing term")
