@@ -12,6 +12,7 @@ and the field) or a step failed (git, test collection), 2 bad arguments.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import subprocess
 import sys
@@ -315,13 +316,23 @@ def _need(value: Any, where: str, kinds: tuple[type, ...], path: Path, what: str
     return value
 
 
+def read_report_text(path: Path) -> str:
+    """The text of a report file, decompressed when its name ends in ``.gz``."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return f.read()
+    return path.read_text(encoding="utf-8")
+
+
 def load_report(path: Path) -> dict[str, Any]:
-    """A saved ``--gpu-perf-json`` report, checked field by field where the renderer reads it."""
+    """A saved ``--gpu-perf-json`` report, checked field by field where the renderer reads it.
+
+    A name ending in ``.gz`` is read through gzip (reports archived compressed)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_report_text(path)
     except FileNotFoundError:
         raise ReportFileError(f"report file {path} does not exist (write one with pytest --gpu-perf --gpu-perf-json {path})") from None
-    except OSError as exc:
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise ReportFileError(f"report file {path} cannot be read: {exc}") from None
     try:
         data = json.loads(text)

@@ -492,15 +492,16 @@ def write_plots(report: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pytest_gpuperf.plots REPORT.json OUT_DIR``: charts of a saved JSON report."""
+    """``python -m pytest_gpuperf.plots REPORT.json OUT_DIR``: charts of a saved JSON report (``.json.gz`` too)."""
     import argparse
-    import json
+
+    from pytest_gpuperf.cli import load_report
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("report", type=Path)
     parser.add_argument("out_dir", type=Path)
     ns = parser.parse_args(argv)
-    for path in write_plots(json.loads(ns.report.read_text()), ns.out_dir):
+    for path in write_plots(load_report(ns.report), ns.out_dir):
         print(path)
     return 0
 

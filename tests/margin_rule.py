@@ -6,23 +6,24 @@ and session 27's seven H100 SXMs and one H200.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
+
+from pytest_gpuperf.cli import load_report
 
 MEASUREMENTS = Path(__file__).resolve().parents[1] / "measurements"
 SESSION27 = MEASUREMENTS / "2026-11-25-session27"
 # Session 27: seven H100 SXMs (runs 1-5, 7, 8) and an H200 (run 6); each report holds the modules
 # that run timed (run 5: qkv and the megakernel; run 7: the GEMMs).
 SESSION27_REPORTS = (
-    SESSION27 / "run1-update-report.json",
-    *(SESSION27 / f"run{n}-perf-report.json" for n in (2, 3, 4, 5, 6, 7, 8)),
+    SESSION27 / "run1-update-report.json.gz",
+    *(SESSION27 / f"run{n}-perf-report.json.gz" for n in (2, 3, 4, 5, 6, 7, 8)),
 )
-SM90_REPORTS = (MEASUREMENTS / "2026-11-21-h200-session3" / "perf-update-report.json", *SESSION27_REPORTS)
+SM90_REPORTS = (MEASUREMENTS / "2026-11-21-h200-session3" / "perf-update-report.json.gz", *SESSION27_REPORTS)
 # The GEMM family's H200 figures come from sessions 5 and 8 (session 3's were invalid, see its README).
 GEMM_SM90_REPORTS = (
-    MEASUREMENTS / "2026-11-21-h200-session5" / "perf-update-report.json",
-    MEASUREMENTS / "2026-11-22-h200-session8" / "perf-verify-report.json",
+    MEASUREMENTS / "2026-11-21-h200-session5" / "perf-update-report.json.gz",
+    MEASUREMENTS / "2026-11-22-h200-session8" / "perf-verify-report.json.gz",
     *SESSION27_REPORTS,
 )
 
@@ -40,7 +41,7 @@ def lowest_comparisons(module: str, reports: tuple[Path, ...] = SM90_REPORTS) ->
     seen: list[set[str]] = []
     for report in reports:
         names = set()
-        for test in json.loads(report.read_text())["tests"]:
+        for test in load_report(report)["tests"]:
             path, _, name = test["nodeid"].partition("::")
             if path != module or not test["comparisons"]:
                 continue

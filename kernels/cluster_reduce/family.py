@@ -115,7 +115,7 @@ PERF_GRIDS: dict[str, Callable[[int], int]] = {
 
 # Block size per grid and variant in the perf tests: the fastest LINEAR block size of
 # `python -m kernels.cluster_reduce.sweep` on an NVIDIA H200 (132 SMs), 2026-11-21, cold L2,
-# out of 128/256/512/1024 (measurements/2026-11-21-h200-session1/sweep_cluster_reduce.json).
+# out of 128/256/512/1024 (measurements/2026-11-21-h200-session1/sweep_cluster_reduce.json.gz).
 # FFN was timed only at 512 threads there and uses the same block sizes.
 PERF_THREADS: dict[str, dict[str, int]] = {
     "one_cluster": {
@@ -199,7 +199,7 @@ PERF_CASES: tuple[PerfCase, ...] = (
 # Margins gated by the perf tests, per architecture. Each sm90 margin comes from the interleaved
 # A/B measurement of that exact test (`pytest tests/cluster_reduce --gpu-perf
 # --gpu-perf-update-baselines` on an NVIDIA H200, 132 SMs, 2026-11-21, cold L2, PERF_THREADS block
-# sizes; measurements/2026-11-21-h200-session3/perf-update-report.json, and on session 27's five H100 SXMs and one H200,
+# sizes; measurements/2026-11-21-h200-session3/perf-update-report.json.gz, and on session 27's five H100 SXMs and one H200,
 # 2026-11-25, measurements/2026-11-25-session27/), by the project's rule
 # margin = floor(100 * 0.95 * ci_low) / 100 on the lowest ci_low over those GPUs: 5% headroom below
 # the lower end of the measured interval (99.5% on the H200, 99.75% on the H100s) of

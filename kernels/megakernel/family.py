@@ -69,7 +69,7 @@ GATE_POSITIONS = (1, 200, 1000)
 # plugin measures and records the ratio without gating). Rule: margin = floor(100 x 0.95 x ci_low)
 # / 100 of the interleaved comparison's interval (its `confidence` in the report: 99.75% by default). Measured on an H200 (132 SMs, driver
 # 580.159.04, CUDA 13.0, CuPy 14.2.0), 2026-11-21, session 3: `pytest tests/megakernel --gpu-perf
-# --gpu-perf-update-baselines` (measurements/2026-11-21-h200-session3/perf-update-report.json).
+# --gpu-perf-update-baselines` (measurements/2026-11-21-h200-session3/perf-update-report.json.gz).
 # Variants 0-5 were recompiled in session 10 (the parameter struct grew by the LL buffer; a few
 # instructions moved) and re-measured there: every one of their gates passed again with the margins
 # below (session 10's figures: measurements/2026-11-22-h200-session10/perf-update-summary.txt).
@@ -107,8 +107,8 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
         "fused_ring_vs_fused@1000": 1.00,  # measured H200 [1.0847, 1.0886], H100 [1.0619, 1.0643]
         # The dataflow variants' margins come from the runs that measured the committed kernel
         # (session 21: every dataflow variant's LM head in groups of 2 pages), H200
-        # measurements/2026-11-25-h200-session21/run10-perf-update-report.json and H100
-        # measurements/2026-11-25-h100-session21/run11-perf-update-report.json (99.75% intervals, the
+        # measurements/2026-11-25-h200-session21/run10-perf-update-report.json.gz and H100
+        # measurements/2026-11-25-h100-session21/run11-perf-update-report.json.gz (99.75% intervals, the
         # rule on the lower end over both GPUs).
         # LL exchanges instead of grid barriers, the ring paced to 2 pages in flight.
         "dataflow_vs_fused_ring@1": 1.29,  # measured H200 [1.3706, 1.3770], H100 [1.3671, 1.3735]

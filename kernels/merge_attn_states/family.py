@@ -108,7 +108,7 @@ COMPARISONS: dict[str, tuple[PerfCase, ...]] = {
 # one after another; its ratios are in README.md).
 #
 # sm90: NVIDIA H200, 2026-11-21, session 3 (measurements/2026-11-21-h200-session3/
-# perf-update-report.json: `pytest tests/merge_attn_states --gpu-perf --gpu-perf-update-baselines`,
+# perf-update-report.json.gz: `pytest tests/merge_attn_states --gpu-perf --gpu-perf-update-baselines`,
 # every margin None, so each comparison was measured interleaved and recorded without gating).
 # sm90 also holds on the H100 SXM: session 27 (2026-11-25, measurements/2026-11-25-session27/) measured every
 # comparison again on H100s and another H200, and where an interval was lower the margin follows it.

@@ -38,7 +38,7 @@ def gate_key(fast: str, baseline: str, layer: str) -> str:
 # Gated speedups per architecture, keyed by gate_key. None = not measured there: the perf test
 # then measures and records the ratio without gating. Margins come from the interleaved perf
 # tests (pytest tests/qkv --gpu-perf --gpu-perf-update-baselines, H200 session 3,
-# measurements/2026-11-21-h200-session3/perf-update-report.json; session 27's H100 SXMs and an H200,
+# measurements/2026-11-21-h200-session3/perf-update-report.json.gz; session 27's H100 SXMs and an H200,
 # measurements/2026-11-25-session27/), by the project's rule margin = floor(100 x 0.95 x ci_low) / 100:
 # 5% below the lowest lower end of the measured intervals over those GPUs. Each comparison runs both variants at their BEST_CONFIGS launches below, so a
 # margin is tied to those launches: the session-2 sweep found qkv_base_w2 faster at 16 warps x 8
@@ -56,7 +56,7 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
 }
 
 # Launch configuration per architecture, "<variant>/<layer>": the fastest of kernels/qkv/sweep.py
-# on an NVIDIA H200 (132 SMs), 2026-11-21, measurements/2026-11-21-h200-session1/sweep_qkv.json
+# on an NVIDIA H200 (132 SMs), 2026-11-21, measurements/2026-11-21-h200-session1/sweep_qkv.json.gz
 # (cold L2, median and 99% CI). Missing entries use LaunchConfig() (8 warps, one block per SM,
 # 8 words per thread). Resident warps per SM follow from registers per thread (offline nvcc 13.0
 # -arch=sm_90; the NVRTC build may differ slightly): base kernels 30-32 (64 warps), strip_w2 WPT 4
@@ -69,7 +69,7 @@ BEST_CONFIGS: dict[str, dict[str, LaunchConfig]] = {
         # 9369.86 us [9368.67, 9370.85] (the default launch); 8+ warps per SM: 9370-9712 us.
         "qkv_base/layer1": LaunchConfig(warps_per_block=8, blocks_per_sm=1),
         # 40.62 us [40.39, 40.83]; 32 warps per SM, the most swept (8 per SM: 123.68 us). Not the
-        # fastest any more: the session-2 sweep (measurements/2026-11-21-h200-session2/sweep_qkv.json,
+        # fastest any more: the session-2 sweep (measurements/2026-11-21-h200-session2/sweep_qkv.json.gz,
         # up to 128 warps per SM launched) has 16w 8xSM at 35.13 us [34.95, 35.39]. Kept because the
         # stored baselines and the margins above were measured at this launch.
         "qkv_base_w2/layer0": LaunchConfig(warps_per_block=8, blocks_per_sm=4),

@@ -1,6 +1,7 @@
 """The ``gpuperf`` command on inputs written by the plugin's own writers (CPU only)."""
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import subprocess
@@ -257,6 +258,10 @@ def test_report_renders_a_saved_json_report(pytester: pytest.Pytester, fake_gpu:
     assert code == 0 and "|" not in text
     assert any(line.split()[:2] == ["test_claim", "fast"] for line in text.splitlines())
 
+    archived = pytester.path / "report.json.gz"
+    archived.write_bytes(gzip.compress(report.read_bytes()))
+    assert run(capsys, "report", str(archived), "--markdown") == (0, out, ""), "a gzipped report reads the same"
+
 
 @pytest.mark.parametrize(
     ("mutate", "message"),
@@ -293,6 +298,10 @@ def test_report_of_a_missing_or_invalid_file(tmp_path: Path, capsys: pytest.Capt
     bad.write_text('{"schema": \n')
     code, _, err = run(capsys, "report", str(bad))
     assert code == 1 and f"report file {bad} is not valid JSON (line 2" in err
+    truncated = tmp_path / "cut.json.gz"
+    truncated.write_bytes(gzip.compress(b'{"schema": "pytest-gpuperf/report/1"}')[:-6])
+    code, _, err = run(capsys, "report", str(truncated))
+    assert code == 1 and f"report file {truncated} cannot be read" in err
 
 
 # -- the store helpers the command uses ----------------------------------------------------

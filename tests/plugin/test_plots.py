@@ -10,6 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_gpuperf import plots
+from pytest_gpuperf.cli import load_report
 from pytest_gpuperf.plots import PlotsUnavailable, family_of, write_plots
 
 pytest.importorskip("matplotlib")
@@ -19,7 +20,7 @@ pytest.importorskip("matplotlib")
 pytest.importorskip("scipy.stats")
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL_REPORT = ROOT / "measurements" / "2026-11-21-h200-session3" / "perf-update-report.json"
+REAL_REPORT = ROOT / "measurements" / "2026-11-21-h200-session3" / "perf-update-report.json.gz"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -122,7 +123,7 @@ def test_rows_label_and_clip() -> None:
 
 @pytest.fixture(scope="module")
 def real_plots(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    report = json.loads(REAL_REPORT.read_text())
+    report = load_report(REAL_REPORT)
     return write_plots(report, tmp_path_factory.mktemp("real") / "plots")
 
 
