@@ -122,9 +122,9 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
         # The design note's claim (reordered > 10% faster than baseline) holds only at head size
         # 256 on DRAM shapes (1.24x fp16, 1.32x bf16). bf16 at tiny size is 9% faster, short of 10%;
         # fp16 at tiny size is 9% slower; elsewhere within 1-4%, so the gate only bounds the slowdown.
-        "reordered_vs_baseline/tiny-fp16-d128": 0.85,  # measured 0.9118x [0.9112, 0.9128] (H200, 2026-11-21): reordered is SLOWER (1.10x the time); gate: time <= 1.16x baseline's; session 27's lowest: 0.9040x [0.9032, 0.9052] (run 8)
-        "reordered_vs_baseline/tiny-bf16-d128": 1.00,  # measured 1.0911x [1.0904, 1.0922] (H200, 2026-11-21); gate: at least 2% faster; session 27's lowest: 1.0624x [1.0614, 1.0634] (run 3)
-        "reordered_vs_baseline/l2-fp16-d128": 0.96,  # measured 1.0118x [1.0118, 1.0119] (H200, 2026-11-21); gate: time <= 1.04x baseline's, no speedup claimed; session 27's lowest: 1.0117x [1.0116, 1.0117] (run 2)
+        "reordered_vs_baseline/tiny-fp16-d128": 0.85,  # measured 0.9118x [0.9112, 0.9128] (H200, 2026-11-21): reordered is SLOWER (1.10x the time); gate: time <= 1.18x baseline's; session 27's lowest: 0.9040x [0.9032, 0.9052] (run 8)
+        "reordered_vs_baseline/tiny-bf16-d128": 1.00,  # measured 1.0911x [1.0904, 1.0922] (H200, 2026-11-21); gate: no slower than the baseline; session 27's lowest: 1.0624x [1.0614, 1.0634] (run 3)
+        "reordered_vs_baseline/l2-fp16-d128": 0.96,  # measured 1.0118x [1.0118, 1.0119] (H200, 2026-11-21); gate: time <= 1.04x baseline's, no speedup claimed; sessions 27-28's lowest: 1.0112x [1.0111, 1.0113] (session 28 run 1)
         "reordered_vs_baseline/dram-fp16-d64": 0.94,  # measured 1.0018x [1.0011, 1.0025] (H200, 2026-11-21); gate: time <= 1.06x baseline's, no speedup claimed; session 27's lowest: 1.0007x [0.9991, 1.0030] (run 1)
         "reordered_vs_baseline/dram-fp16-d128": 0.98,  # measured 1.0406x [1.0398, 1.0418] (H200, 2026-11-21); gate: time <= 1.02x baseline's, no speedup claimed; session 27's lowest: 1.0463x [1.0446, 1.0471] (run 6)
         "reordered_vs_baseline/dram-bf16-d128": 0.98,  # measured 1.0414x [1.0403, 1.0422] (H200, 2026-11-21); gate: time <= 1.02x baseline's, no speedup claimed; session 27's lowest: 1.0488x [1.0474, 1.0499] (run 6)
@@ -132,12 +132,12 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
         "reordered_vs_baseline/dram-bf16-d256": 1.24,  # measured 1.3237x [1.3232, 1.3247] (H200, 2026-11-21); gate: at least 24% faster; session 27's lowest: 1.3110x [1.3100, 1.3117] (run 1)
         "reordered_vs_baseline/dram-fp16-d128-nolse": 0.97,  # measured 1.0238x [1.0232, 1.0250] (H200, 2026-11-21); gate: time <= 1.03x baseline's, no speedup claimed; session 27's lowest: 1.0294x [1.0277, 1.0311] (run 6)
         # vectorized in its default 256x1 launch shape (DEFAULT_LAUNCH).
-        "vectorized_vs_baseline/tiny-fp16-d128": 1.04,  # measured 1.1198x [1.1192, 1.1203] (H200, 2026-11-21); gate: at least 6% faster; session 27's lowest: 1.1031x [1.1025, 1.1040] (run 8)
+        "vectorized_vs_baseline/tiny-fp16-d128": 1.04,  # measured 1.1198x [1.1192, 1.1203] (H200, 2026-11-21); gate: at least 4% faster; session 27's lowest: 1.1031x [1.1025, 1.1040] (run 8)
         "vectorized_vs_baseline/l2-fp16-d128": 2.94,  # measured 3.2695x [3.2540, 3.2769] (H200, 2026-11-21); session 27's lowest: 3.1320x [3.1044, 3.1355] (run 3)
-        "vectorized_vs_baseline/dram-fp16-d64": 3.85,  # measured 5.3097x [5.2998, 5.3196] (H200, 2026-11-21); session 27's lowest: 4.0666x [4.0576, 4.0764] (run 8)
+        "vectorized_vs_baseline/dram-fp16-d64": 3.83,  # measured 5.3097x [5.2998, 5.3196] (H200, 2026-11-21); sessions 27-28's lowest: 4.0457x [4.0383, 4.0556] (session 28 run 1)
         "vectorized_vs_baseline/dram-fp16-d128": 2.30,  # measured 3.1798x [3.1760, 3.1841] (H200, 2026-11-21); session 27's lowest: 2.4289x [2.4256, 2.4306] (run 1)
-        "vectorized_vs_baseline/dram-bf16-d256": 2.50,  # measured 3.5302x [3.5277, 3.5330] (H200, 2026-11-21); session 27's lowest: 2.6376x [2.6341, 2.6409] (run 3)
-        "vectorized_vs_baseline/dram-fp16-d128-nolse": 2.32,  # measured 3.2050x [3.1996, 3.2102] (H200, 2026-11-21); session 27's lowest: 2.4458x [2.4438, 2.4493] (run 1)
+        "vectorized_vs_baseline/dram-bf16-d256": 2.48,  # measured 3.5302x [3.5277, 3.5330] (H200, 2026-11-21); sessions 27-28's lowest: 2.6222x [2.6191, 2.6249] (session 28 run 1)
+        "vectorized_vs_baseline/dram-fp16-d128-nolse": 2.31,  # measured 3.2050x [3.1996, 3.2102] (H200, 2026-11-21); sessions 27-28's lowest: 2.4432x [2.4406, 2.4484] (session 28 run 1)
     },
 }
 
