@@ -101,7 +101,7 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
         # code, and every gate passed), after ring_gemv's row sums
         # became one reduce-scatter (bitwise the same sums); session 13 had set them after the
         # ring's dot-product loop was unrolled 4x. The weight ring alone buys 5-9%: its prefetch lands while the grid
-        # barriers wait, but each barrier then waits for the bytes in flight (README: where the time goes).
+        # barriers wait, but each barrier then waits for the bytes in flight (HISTORY.md: where the time goes).
         "fused_ring_vs_fused@1": 0.99,  # measured H200 [1.0702, 1.0737], H100 [1.0485, 1.0510]
         "fused_ring_vs_fused@200": 1.03,  # measured H200 [1.0904, 1.0936], H100 [1.0901, 1.0930]
         "fused_ring_vs_fused@1000": 1.00,  # measured H200 [1.0847, 1.0886], H100 [1.0619, 1.0643]
