@@ -16,6 +16,7 @@ import gzip
 import json
 import subprocess
 import sys
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -331,8 +332,9 @@ def load_report(path: Path) -> dict[str, Any]:
     try:
         text = read_report_text(path)
     except FileNotFoundError:
-        raise ReportFileError(f"report file {path} does not exist (write one with pytest --gpu-perf --gpu-perf-json {path})") from None
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        written = path.with_suffix("") if path.suffix == ".gz" else path
+        raise ReportFileError(f"report file {path} does not exist (write one with pytest --gpu-perf --gpu-perf-json {written})") from None
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:  # gzip: damaged data is zlib.error
         raise ReportFileError(f"report file {path} cannot be read: {exc}") from None
     try:
         data = json.loads(text)

@@ -494,14 +494,20 @@ def write_plots(report: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m pytest_gpuperf.plots REPORT.json OUT_DIR``: charts of a saved JSON report (``.json.gz`` too)."""
     import argparse
+    import sys
 
-    from pytest_gpuperf.cli import load_report
+    from pytest_gpuperf.cli import ReportFileError, load_report
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("report", type=Path)
     parser.add_argument("out_dir", type=Path)
     ns = parser.parse_args(argv)
-    for path in write_plots(load_report(ns.report), ns.out_dir):
+    try:
+        paths = write_plots(load_report(ns.report), ns.out_dir)
+    except (ReportFileError, PlotsUnavailable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for path in paths:
         print(path)
     return 0
 

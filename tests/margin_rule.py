@@ -13,21 +13,22 @@ from pytest_gpuperf.cli import load_report
 
 MEASUREMENTS = Path(__file__).resolve().parents[1] / "measurements"
 SESSION27 = MEASUREMENTS / "2026-11-25-session27"
-# Session 27: seven H100 SXMs (runs 1-5, 7, 8) and an H200 (run 6); each report holds the modules
-# that run timed (run 5: qkv and the megakernel; run 7: the GEMMs).
-SESSION27_REPORTS = (
+# Sessions 27-28: eight H100 SXMs (session 27 runs 1-5, 7, 8; session 28 run 1) and an H200 (session 27
+# run 6); each report holds the modules that run timed (run 5: qkv and the megakernel; run 7: the GEMMs).
+SESSIONS_27_28_REPORTS = (
     SESSION27 / "run1-update-report.json.gz",
     *(SESSION27 / f"run{n}-perf-report.json.gz" for n in (2, 3, 4, 5, 6, 7, 8)),
-    # Session 28 run 1: an eighth H100, every family but the megakernel (its ping-pong/cooperative
-    # gate at 6144^3 passed 1.3% over the margin of session 27's machines, so the rule takes it too).
+    # Session 28 run 1: an eighth H100, every family but the megakernel's. The GEMM family's
+    # Ping-pong/Cooperative gate at 6144^3 passed there only 1.3% over the margin that session 27's
+    # machines gave, so the rule takes this run too.
     MEASUREMENTS / "2026-11-25-session28" / "run1-perf-report.json.gz",
 )
-SM90_REPORTS = (MEASUREMENTS / "2026-11-21-h200-session3" / "perf-update-report.json.gz", *SESSION27_REPORTS)
+SM90_REPORTS = (MEASUREMENTS / "2026-11-21-h200-session3" / "perf-update-report.json.gz", *SESSIONS_27_28_REPORTS)
 # The GEMM family's H200 figures come from sessions 5 and 8 (session 3's were invalid, see its README).
 GEMM_SM90_REPORTS = (
     MEASUREMENTS / "2026-11-21-h200-session5" / "perf-update-report.json.gz",
     MEASUREMENTS / "2026-11-22-h200-session8" / "perf-verify-report.json.gz",
-    *SESSION27_REPORTS,
+    *SESSIONS_27_28_REPORTS,
 )
 
 

@@ -199,8 +199,8 @@ PERF_CASES: tuple[PerfCase, ...] = (
 # Margins gated by the perf tests, per architecture. Each sm90 margin comes from the interleaved
 # A/B measurement of that exact test (`pytest tests/cluster_reduce --gpu-perf
 # --gpu-perf-update-baselines` on an NVIDIA H200, 132 SMs, 2026-11-21, cold L2, PERF_THREADS block
-# sizes; measurements/2026-11-21-h200-session3/perf-update-report.json.gz, and on session 27's five H100 SXMs and one H200,
-# 2026-11-25, measurements/2026-11-25-session27/), by the project's rule
+# sizes; measurements/2026-11-21-h200-session3/perf-update-report.json.gz, and on session 27's five H100 SXMs and one H200
+# and session 28's H100, 2026-11-25, measurements/2026-11-25-session2{7,8}/), by the project's rule
 # margin = floor(100 * 0.95 * ci_low) / 100 on the lowest ci_low over those GPUs: 5% headroom below
 # the lower end of the measured interval (99.5% on the H200, 99.75% on the H100s) of
 # t(second variant) / t(first variant). The H100

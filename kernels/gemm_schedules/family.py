@@ -148,8 +148,8 @@ def perf_launch(shape: str, variant: str) -> Launch:
 # x0.990 (square6144), x0.959 (square8192 at PERF_LAUNCH; x0.892 at the default launch),
 # x1.845 (decode_m16), x2.125 (decode_m128), x0.981 (k_heavy), x0.882 (irregular).
 # Ping-pong over Cooperative per shape, interleaved perf tests at PERF_LAUNCH (session 5 in
-# measurements/; the session-3 figures were invalid, see README), and on six H100 SXMs and one H200 (session 27,
-# measurements/2026-11-25-session27/). Rule: margin = floor(100 x 0.95 x ci_low) / 100 on the lowest
+# measurements/; the session-3 figures were invalid, see README), and on seven H100 SXMs and one H200 (sessions 27 and 28,
+# measurements/2026-11-25-session2{7,8}/). Rule: margin = floor(100 x 0.95 x ci_low) / 100 on the lowest
 # ci_low over those GPUs. On the H100 these GEMMs run at the power cap (SM clocks 1275-1755 MHz) and
 # each schedule's time moves between levels 10-15% apart, not together with the other's: at
 # square8192 Ping-pong's median was 1.75 / 1.83 ms and Cooperative's 1.81 / 1.60 ms on two machines,

@@ -111,7 +111,8 @@ COMPARISONS: dict[str, tuple[PerfCase, ...]] = {
 # perf-update-report.json.gz: `pytest tests/merge_attn_states --gpu-perf --gpu-perf-update-baselines`,
 # every margin None, so each comparison was measured interleaved and recorded without gating).
 # sm90 also holds on the H100 SXM: session 27 (2026-11-25, measurements/2026-11-25-session27/) measured every
-# comparison again on H100s and another H200, and where an interval was lower the margin follows it.
+# comparison again on H100s and another H200 (session 28 on one more H100, measurements/2026-11-25-session28/),
+# and where an interval was lower the margin follows it.
 # The H100 has 70% of the H200's bandwidth, so the vectorized kernel's lead over the DRAM-bound
 # baseline shrinks there (4.07x against 5.31x at dram-fp16-d64, 2.43x against 3.18x at d128).
 # Rule: margin = floor(100 * 0.95 * ci_low) / 100, ci_low the lowest lower end, over those GPUs, of

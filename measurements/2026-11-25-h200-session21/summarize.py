@@ -1,5 +1,5 @@
-import json, sys, re, collections
-r = json.load(open(sys.argv[1]))
+import gzip, json, sys, re, collections
+r = json.load(gzip.open(sys.argv[1]) if sys.argv[1].endswith(".gz") else open(sys.argv[1]))
 ms = collections.defaultdict(dict)
 gates, figs = [], {}
 for t in r['tests']:

@@ -21,7 +21,7 @@ from kernels.cluster_reduce.family import (
 )
 from kernels.cluster_reduce.launch import all_kernel_names, check_arguments, kernel_name, shared_bytes
 from kernels.cluster_reduce.reference import make_input, race_breakdown, racy_reference, reference
-from tests.margin_rule import SESSION27_REPORTS, lowest_comparisons, margin_rule
+from tests.margin_rule import SESSIONS_27_28_REPORTS, lowest_comparisons, margin_rule
 
 
 def test_input_is_seeded_fp16_without_zeros() -> None:
@@ -187,7 +187,7 @@ def test_sm90_margins_follow_the_rule_from_their_comments() -> None:
     gated = {key: margin for key, margin in SPEEDUP_MARGINS["sm90"].items() if margin is not None}
     assert set(cited) == set(gated)
     module = "tests/cluster_reduce/test_perf.py"
-    reported = {name.partition("[")[2].rstrip("]"): c for name, c in lowest_comparisons(module, SESSION27_REPORTS).items()}
+    reported = {name.partition("[")[2].rstrip("]"): c for name, c in lowest_comparisons(module, SESSIONS_27_28_REPORTS).items()}
     for key, m in cited.items():
         second = later.search(m["rest"])
         assert second, f"{key}: cite the lowest interval of sessions 27-28"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -302,6 +303,14 @@ def test_report_of_a_missing_or_invalid_file(tmp_path: Path, capsys: pytest.Capt
     truncated.write_bytes(gzip.compress(b'{"schema": "pytest-gpuperf/report/1"}')[:-6])
     code, _, err = run(capsys, "report", str(truncated))
     assert code == 1 and f"report file {truncated} cannot be read" in err
+    damaged = tmp_path / "damaged.json.gz"
+    packed = bytearray(gzip.compress(b'{"schema": "pytest-gpuperf/report/1", "tests": []}', mtime=0))
+    packed[10] ^= 0xFF  # the deflate stream's first block header: zlib.error, not an OSError
+    with pytest.raises(zlib.error):
+        gzip.decompress(bytes(packed))
+    damaged.write_bytes(bytes(packed))
+    code, _, err = run(capsys, "report", str(damaged))
+    assert code == 1 and f"report file {damaged} cannot be read" in err
 
 
 # -- the store helpers the command uses ----------------------------------------------------

@@ -151,6 +151,18 @@ def test_committed_plots_match_the_committed_report() -> None:
         _png_size(png)
 
 
+def test_command_line_reads_an_archived_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m pytest_gpuperf.plots`` draws a gzipped report; a missing one is a message."""
+    assert plots.main([str(REAL_REPORT), str(tmp_path / "plots")]) == 0
+    printed = capsys.readouterr().out.split()
+    assert [Path(line).name for line in printed][-1] == "index.html" and len(printed) == 6
+    assert all(Path(line).exists() for line in printed)
+    assert plots.main([str(tmp_path / "none.json.gz"), str(tmp_path / "other")]) == 1
+    err = capsys.readouterr().err
+    assert "none.json.gz does not exist" in err and f"--gpu-perf-json {tmp_path / 'none.json'})" in err
+    assert not (tmp_path / "other").exists()
+
+
 def test_missing_matplotlib_is_a_message_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(PlotsUnavailable, match="pip install matplotlib"):
