@@ -2840,7 +2840,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     if constexpr (T::splitk_o) {
         // dataflow_splitk_o by half layers, so that the code both halves share (the RMSNorm reading an
         // accumulator, the split-K projection and its publication) is emitted once: the step's code
-        // is at the edge of what the instruction cache holds (README, session 20: 1-1.6% faster than
+        // is at the edge of what the instruction cache holds (HISTORY.md, session 20: 1-1.6% faster than
         // the layer loop below). Half 2L runs the input RMSNorm, QKV and attention of layer L, then
         // its O projection split over K: the units leave (o, max, sum) records as LL words, each
         // block merges those of its rows [o0, o0 + no) of W_o^T (o_split_rows) into s.vec and adds
