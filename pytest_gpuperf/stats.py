@@ -87,13 +87,13 @@ def bootstrap_median_ci(samples: Sequence[float], confidence: float) -> Interval
     return Interval(est, float(x[min(lo, n - 1)]), float(x[min(hi, n - 1)]), confidence)
 
 
-def paired_ratio_ci(numerator: Sequence[float], denominator: Sequence[float], confidence: float) -> Interval:
-    """Median of the paired ratios numerator[i] / denominator[i] with its bootstrap interval."""
+def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> np.ndarray:
+    """The paired ratios numerator[i] / denominator[i], in the order taken."""
     num = np.asarray(numerator, dtype=np.float64)
     den = np.asarray(denominator, dtype=np.float64)
     if num.shape != den.shape or num.size == 0:
-        raise ValueError("paired_ratio_ci needs two equally long, non-empty sample lists")
-    return bootstrap_median_ci(num / den, confidence)
+        raise ValueError("paired_ratios needs two equally long, non-empty sample lists")
+    return num / den
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,15 @@ from typing import Callable, Sequence
 
 from pytest_gpuperf.gates import Verdict, speedup_verdict
 from pytest_gpuperf.results import CacheMode, ClockState, Comparison, Measurement, Variant
-from pytest_gpuperf.stats import Interval, LevelShift, level_shift, median_ci, paired_ratio_ci, relative_spread
+from pytest_gpuperf.stats import (
+    Interval,
+    LevelShift,
+    bootstrap_median_ci,
+    level_shift,
+    median_ci,
+    paired_ratios,
+    relative_spread,
+)
 from pytest_gpuperf.timing.backend import Prepared, TimingBackend
 
 MAX_KEPT_CLOCK_STATES = 6
@@ -166,12 +174,11 @@ def compare(
 
     def precise(samples: list[list[float]]) -> bool:
         f, b = samples
-        ratio_ci = median_ci([bb / ff for ff, bb in zip(f, b)], look)
-        return ratio_ci.rel_halfwidth <= policy.precision
+        return median_ci(paired_ratios(b, f), look).rel_halfwidth <= policy.precision
 
     def judge(run: _Run) -> tuple[Interval, LevelShift | None, Verdict]:
-        ratios = [b / f for f, b in zip(*run.samples)]
-        speedup = paired_ratio_ci(run.samples[1], run.samples[0], look)
+        ratios = paired_ratios(run.samples[1], run.samples[0])
+        speedup = bootstrap_median_ci(ratios, look)
         shift = level_shift(ratios)
         verdict = speedup_verdict(speedup, at_least)
         if shift is not None and at_least is not None and shift.lowest_median < at_least <= shift.highest_median:
