@@ -51,6 +51,14 @@ class Entry:
     def interval(self) -> Interval:
         return Interval(self.median_s, self.ci_low_s, self.ci_high_s, self.confidence)
 
+    def problem(self) -> str | None:
+        """Why the reader would refuse this entry (so an update must not write it), or None."""
+        found = entry_problem(self.to_json())
+        if found is None:
+            return None
+        field_name, text = found
+        return f"field {field_name!r} {text}" if field_name else text
+
     def to_json(self) -> dict[str, Any]:
         data = {
             "median_s": self.median_s,
@@ -91,34 +99,45 @@ def _fail(path: Path, field_name: str, problem: str) -> BaselineFileError:
     )
 
 
-def _parse_entry(path: Path, key: str, raw: Any) -> Entry:
-    where = f"entries.{key}"
+def entry_problem(raw: Any) -> tuple[str, str] | None:
+    """The first (field, problem) that makes ``raw`` an invalid stored entry, or None.
+
+    The reader refuses exactly these, and an update never writes one.
+    """
     if not isinstance(raw, dict):
-        raise _fail(path, where, f"must be an object, got {type(raw).__name__}")
+        return "", f"must be an object, got {type(raw).__name__}"
     for name in _NUMBER_FIELDS:
         value = raw.get(name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-            raise _fail(path, f"{where}.{name}", f"must be a positive number, got {value!r}")
+            return name, f"must be a positive number, got {value!r}"
     if not raw["ci_low_s"] <= raw["median_s"] <= raw["ci_high_s"]:
-        raise _fail(path, where, "must satisfy ci_low_s <= median_s <= ci_high_s")
+        return "", "must satisfy ci_low_s <= median_s <= ci_high_s"
     confidence = raw.get("confidence")
     if not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-        raise _fail(path, f"{where}.confidence", f"must be a number between 0 and 1, got {confidence!r}")
+        return "confidence", f"must be a number between 0 and 1, got {confidence!r}"
     n = raw.get("n")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise _fail(path, f"{where}.n", f"must be a positive integer, got {n!r}")
+        return "n", f"must be a positive integer, got {n!r}"
     for name in ("mode", "method", "recorded_at"):
         if not isinstance(raw.get(name), str):
-            raise _fail(path, f"{where}.{name}", f"must be a string, got {raw.get(name)!r}")
+            return name, f"must be a string, got {raw.get(name)!r}"
     if raw["mode"] not in ("cold", "hot"):
-        raise _fail(path, f"{where}.mode", f"must be 'cold' or 'hot', got {raw['mode']!r}")
+        return "mode", f"must be 'cold' or 'hot', got {raw['mode']!r}"
+    return None
+
+
+def _parse_entry(path: Path, key: str, raw: Any) -> Entry:
+    problem = entry_problem(raw)
+    if problem:
+        field_name, text = problem
+        raise _fail(path, f"entries.{key}" + (f".{field_name}" if field_name else ""), text)
     known = {"median_s", "ci_low_s", "ci_high_s", "confidence", "n", "spread", "mode", "method", "recorded_at"}
     return Entry(
         median_s=float(raw["median_s"]),
         ci_low_s=float(raw["ci_low_s"]),
         ci_high_s=float(raw["ci_high_s"]),
-        confidence=float(confidence),
-        n=n,
+        confidence=float(raw["confidence"]),
+        n=raw["n"],
         spread=float(raw.get("spread", 0.0)),
         mode=raw["mode"],
         method=raw["method"],

@@ -19,7 +19,7 @@ from pytest_gpuperf.timing import sampler
 
 
 class GpuPerfInconclusive(UserWarning):
-    """A speedup claim could be neither confirmed nor refuted within the sampling budget."""
+    """A gate could be neither confirmed nor refuted: too noisy, a level shift, or a contended GPU."""
 
 
 class GpuPerf:
@@ -40,7 +40,12 @@ class GpuPerf:
         """Time ``variant``; when ``check_baseline``, fail on a significant slowdown vs the stored baseline."""
         with self._session.gpu_lock():
             m = sampler.measure(
-                self._session.backend, variant, self._session.policy(self.settings), self.settings.cache, self.device.key
+                self._session.backend,
+                variant,
+                self._session.policy(self.settings),
+                self.settings.cache,
+                self.device.key,
+                self._session.guard,
             )
         failure = self._record_measurement(m, check_baseline)
         if failure:
@@ -67,17 +72,14 @@ class GpuPerf:
                 at_least,
                 self.settings.cache,
                 self.device.key,
+                self._session.guard,
             )
         failures = [f for f in (self._record_measurement(m, True) for m in (c.fast, c.baseline)) if f]
         self._emit({"kind": "comparison", "test": self._item.nodeid, "comparison": c.summary()})
         if c.verdict is Verdict.FAIL:
             failures.insert(0, format_comparison_failure(c))
         elif c.verdict is Verdict.INCONCLUSIVE:
-            text = format_comparison_failure(c)
-            if self.settings.inconclusive == "fail":
-                failures.insert(0, text)
-            else:
-                warnings.warn(GpuPerfInconclusive(text), stacklevel=2)
+            failures[:0] = self._undecided(format_comparison_failure(c))
         if failures:
             raise GateFailure("\n\n".join(failures))
         return c
@@ -91,6 +93,13 @@ class GpuPerf:
         return self._session.copy_bandwidth()
 
     # -- internals --------------------------------------------------------------------
+    def _undecided(self, text: str) -> list[str]:
+        """An undecided gate: a failure under --gpu-perf-inconclusive=fail, else a warning."""
+        if self.settings.inconclusive == "fail":
+            return [text]
+        warnings.warn(GpuPerfInconclusive(text), stacklevel=3)
+        return []
+
     def _emit(self, record: dict[str, Any]) -> None:
         self._item.user_properties.append((RECORD_KEY, record))
 
@@ -113,6 +122,11 @@ class GpuPerf:
             "verdict": str(Verdict.MEASURED),
         }
         failure = None
+        if m.contended:
+            record["verdict"] = str(Verdict.CONTENDED)
+            self._emit(record)
+            undecided = self._undecided(f"{m.name!r} was not judged against its baseline: {m.health.contention_note()}")  # type: ignore[union-attr]
+            return undecided[0] if undecided else None
         if self.settings.update_baselines:
             record["verdict"] = str(Verdict.RECORDED)
         elif check_baseline and entry is None:
@@ -141,10 +155,16 @@ class GpuPerf:
                 "verdict": str(verdict),
             }
             record["verdict"] = str(verdict)
-            if verdict is Verdict.FAIL:
-                failure = format_regression_failure(
+            if verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
+                text = format_regression_failure(
                     m, entry, slowdown, self.settings.tolerance, self.device.key, store.path_for(self.device.key, self._module)
                 )
+                if verdict is Verdict.FAIL:
+                    failure = text
+                else:
+                    self._emit(record)
+                    undecided = self._undecided(text)
+                    return undecided[0] if undecided else None
         self._emit(record)
         return failure
 

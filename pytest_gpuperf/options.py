@@ -63,6 +63,16 @@ def _positive(text: Any) -> float:
     return value
 
 
+def _non_negative(text: Any) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError("expected a number of seconds, 0 or more") from None
+    if not value >= 0:
+        raise ValueError("expected a number of seconds, 0 or more")
+    return value
+
+
 def _choice(*choices: str) -> Callable[[Any], str]:
     def parse(text: Any) -> str:
         value = str(text).strip().lower()
@@ -215,6 +225,21 @@ SETTINGS: tuple[Setting, ...] = (
         flag_only=True,
     ),
     Setting(
+        "require-health",
+        "Fail a measurement whose clocks and throttling cannot be read (NVML missing) instead of noting it.",
+        _bool,
+        False,
+        flag_only=True,
+    ),
+    Setting(
+        "quiet-wait",
+        "Seconds the whole run may wait for other processes to stop using the GPU before measuring anyway; "
+        "a measurement they share is reported as contended, never judged or stored.",
+        _non_negative,
+        60.0,
+        metavar="SECONDS",
+    ),
+    Setting(
         "plots",
         "Write one chart per kernel family and an index.html into this folder after the run (needs matplotlib).",
         _path,
@@ -282,6 +307,8 @@ class Settings:
     static_archs: tuple[str, ...] = ("sm_80", "sm_90")
     counters: bool = False
     plots_dir: Path | None = None
+    require_health: bool = False
+    quiet_wait: float = 60.0
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
@@ -307,6 +334,8 @@ class Settings:
             static_archs=values["static-archs"],
             counters=values["counters"],
             plots_dir=_anchor(config, values["plots"], sources["plots"]) if values["plots"] else None,
+            require_health=values["require-health"],
+            quiet_wait=values["quiet-wait"],
         )
 
     def for_test(self, item: pytest.Item) -> "Settings":

@@ -279,11 +279,12 @@ class _RunHooks:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.s.is_worker:
             return
-        from pytest_gpuperf.report import format_changes, summary_rows, verdict_counts
+        from pytest_gpuperf.report import format_changes, health_lines, summary_rows, verdict_counts
 
         tr = terminalreporter
         rows = summary_rows(self.s.records)
-        if len(rows) > 1 or self.s.skip_reasons or self.baseline_error:
+        health = health_lines(self.s.records)
+        if len(rows) > 1 or self.s.skip_reasons or self.baseline_error or health:
             tr.write_sep("=", "gpu-perf summary")
         if len(rows) > 1:
             widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -313,6 +314,13 @@ class _RunHooks:
             tr.write_line("GPU parts skipped, and why:")
             for reason, n in self.s.skip_reasons.most_common():
                 tr.write_line(f"  {n:4d} x {reason}")
+        for line in health:
+            tr.write_line(line)
+        _write_listed(
+            tr,
+            f"baselines NOT recorded for {len(self.s.not_recorded)} measurement(s):",
+            self.s.not_recorded,
+        )
         if self.s.baseline_changes:
             tr.write_line(f"baselines updated ({len(self.s.baseline_changes)} entries):")
             for line in format_changes(self.s.baseline_changes):

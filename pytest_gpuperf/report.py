@@ -84,11 +84,15 @@ def format_regression_failure(
         ],
     ]
     clocks = _clock_note(m, entry)
+    decided = slowdown.low > 1.0
+    head = "performance REGRESSION" if decided else "regression check INCONCLUSIVE"
     return (
-        f"performance REGRESSION: {m.name!r} is {100 * (slowdown.estimate - 1):.1f}% slower than its stored "
+        f"{head}: {m.name!r} is {100 * (slowdown.estimate - 1):.1f}% slower than its stored "
         f"baseline for {device_key} ({path})\n{_table(rows)}\n"
         f"  slowdown  {slowdown.estimate:.4f}x {_ci(slowdown.low, slowdown.high)}; the gate fails above "
-        f"{1 + tolerance / 2:.4f}x (half the {100 * tolerance:g}% tolerance) when the interval excludes 1.0\n"
+        f"{1 + tolerance / 2:.4f}x (half the {100 * tolerance:g}% tolerance) when the interval excludes 1.0"
+        + ("" if decided else "; this interval still contains 1.0, so the slowdown is not established")
+        + "\n"
         + clocks
         + "  If the change is intended (new hardware, an accepted trade-off), re-record with "
         "pytest --gpu-perf --gpu-perf-update-baselines"
@@ -151,6 +155,45 @@ def verdict_counts(records: Iterable[dict[str, Any]]) -> Counter[str]:
         elif r["kind"] == "measurement":
             counts["baseline " + r["verdict"]] += 1
     return counts
+
+
+def health_summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """How many measurements had unknown clocks or a contended GPU, with the reasons and processes."""
+    unknown: Counter[str] = Counter()
+    contended: list[dict[str, Any]] = []
+    for r in records:
+        if r["kind"] != "measurement" or not r["measurement"].get("health"):
+            continue
+        h = r["measurement"]["health"]
+        if h["state"] == "unknown":
+            unknown[h["unknown_reason"]] += 1
+        elif h["state"] == "contended":
+            contended.append({"test": r["test"], "variant": r["measurement"]["name"], "by": h["contended_by"]})
+    return {
+        "clocks_unknown": sum(unknown.values()),
+        "unknown_reasons": dict(unknown),
+        "contended": contended,
+    }
+
+
+def health_lines(records: Iterable[dict[str, Any]]) -> list[str]:
+    """Summary lines on unknown clocks and contended measurements (empty when all was known and quiet)."""
+    h = health_summary(records)
+    lines = [
+        f"gpu-perf health: clocks and throttling unknown for {n} measurement(s): {reason}"
+        for reason, n in h["unknown_reasons"].items()
+    ]
+    if h["contended"]:
+        lines.append(
+            f"gpu-perf health: {len(h['contended'])} measurement(s) shared the GPU with other processes "
+            "(contended: not judged against baselines, not stored):"
+        )
+        for c in h["contended"][:10]:
+            who = "; ".join(f"pid {p['pid']} ({p['name']})" for p in c["by"])
+            lines.append(f"  {c['test'].split('::', 1)[-1]}::{c['variant']}: {who}")
+        if len(h["contended"]) > 10:
+            lines.append(f"  ... and {len(h['contended']) - 10} more (see the JSON report)")
+    return lines
 
 
 def format_changes(changes: Sequence["Change"]) -> list[str]:
@@ -251,4 +294,5 @@ def build_json(
             for c in changes
         ],
         "summary": dict(verdict_counts(records)),
+        "health": health_summary(records),
     }

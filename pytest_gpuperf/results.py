@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from pytest_gpuperf.gates import Verdict
 from pytest_gpuperf.stats import Interval, LevelShift
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.timing.health import Health
 
 CacheMode = Literal["cold", "hot"]
 
@@ -15,8 +18,14 @@ CacheMode = Literal["cold", "hot"]
 class Variant:
     """A named way of launching work.
 
-    ``launch()`` enqueues the work on the current CuPy stream and returns without
-    synchronizing or allocating (it is captured into a CUDA graph when it can be).
+    ``launch()`` enqueues the work on the current stream and returns without synchronizing
+    (it is captured into a CUDA graph when it can be). While it runs, the plugin's timing
+    stream is the current stream of CuPy and PyTorch (so also of Triton, ``torch.compile``d
+    functions and extensions launching on torch's current stream). A launch that takes one
+    argument, ``launch(stream)``, is handed the timing stream instead: a ``TimingStream``
+    with the ``__cuda_stream__`` protocol (cuda.core) whose ``int()`` is the ``cudaStream_t``
+    (numba's ``external_stream``, ctypes). CuPy launches must not allocate (CuPy's pool is not
+    capture-aware); PyTorch allocations are captured into the graph's private pool.
     ``bytes`` and ``flops`` are the minimum traffic and arithmetic of one call; when given,
     results also report bandwidth and FLOP/s. ``cache`` overrides the session's cache mode.
 
@@ -87,6 +96,13 @@ class Measurement:
     device_key: str = ""
     stop_reason: str = ""
     notes: list[str] = field(default_factory=list)
+    health: "Health | None" = None  # clocks known? other processes on the GPU? (None: not checked)
+    stream_audit: str = "none"  # "cupti": every GPU operation traced to its stream; "capture": capture checks only
+
+    @property
+    def contended(self) -> bool:
+        """Other processes used the GPU during the measurement: the time is not judged or stored."""
+        return self.health is not None and self.health.contended
 
     @property
     def n(self) -> int:
@@ -133,6 +149,8 @@ class Measurement:
             "sm_clock_mhz": [c.sm_clock_mhz for c in self.clocks[:1] + self.clocks[-1:]],
             "clock_reasons": sorted({r for c in self.clocks for r in c.reasons}),
             "notes": list(self.notes),
+            "health": self.health.summary() if self.health else None,
+            "stream_audit": self.stream_audit,
         }
 
 

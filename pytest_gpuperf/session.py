@@ -16,6 +16,7 @@ from pytest_gpuperf.baselines import BaselineStore, Change, Entry
 from pytest_gpuperf.device import DeviceInfo, NoDevice, probe
 from pytest_gpuperf.options import Settings
 from pytest_gpuperf.timing.backend import TimingBackend
+from pytest_gpuperf.timing.health import HealthGuard
 from pytest_gpuperf.timing.sampler import SamplingPolicy
 
 PLUGIN_NAME = "gpu_perf_session"
@@ -60,6 +61,8 @@ class GpuPerfSession:
 
     def __post_init__(self) -> None:
         self.store = BaselineStore(self.settings.baselines_dir)
+        self.guard = HealthGuard(quiet_wait_s=self.settings.quiet_wait, require_health=self.settings.require_health)
+        self.not_recorded: list[str] = []  # measurements an update left out, and why
 
     @property
     def is_worker(self) -> bool:
@@ -125,7 +128,7 @@ class GpuPerfSession:
             best = 0.0
             with self.gpu_lock():
                 for variant in copy_variants(self.backend, device):
-                    m = measure(self.backend, variant, self.policy(self.settings), "hot", device.key)
+                    m = measure(self.backend, variant, self.policy(self.settings), "hot", device.key, self.guard)
                     best = max(best, float(variant.bytes or 0) / m.median_s)
             self._copy_bandwidth = best
         return self._copy_bandwidth
@@ -141,8 +144,16 @@ class GpuPerfSession:
         for r in self.records:
             if r.get("kind") != "measurement":
                 continue
+            if r["verdict"] == "contended":
+                self.not_recorded.append(f"{r['key']}: contended (other processes used the GPU)")
+                continue
+            entry = Entry.from_measurement(r["measurement"])
+            problem = entry.problem()
+            if problem:
+                self.not_recorded.append(f"{r['key']}: {problem}")
+                continue
             devices[r["device"]["key"]] = r["device"]
-            grouped.setdefault((r["device"]["key"], r["module"]), {})[r["key"]] = Entry.from_measurement(r["measurement"])
+            grouped.setdefault((r["device"]["key"], r["module"]), {})[r["key"]] = entry
         for (device_key, module), entries in sorted(grouped.items()):
             self.baseline_changes.extend(self.store.update(device_key, module, devices[device_key], entries))
 

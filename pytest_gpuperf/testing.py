@@ -17,13 +17,16 @@ statistics and verdicts are deterministic.
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from pytest_gpuperf.device import GIB, DeviceInfo
 from pytest_gpuperf.results import CacheMode, ClockState, Variant
+from pytest_gpuperf.timing import streams
 from pytest_gpuperf.timing.backend import Prepared
+from pytest_gpuperf.timing.cupy_backend import check_captured_work
+from pytest_gpuperf.timing.nvml import OtherActivity, OtherProcess
 
 __all__ = ["FakeBackend", "fake_device"]
 
@@ -62,6 +65,19 @@ class FakeBackend:
     report thermal slowdown. ``levels`` maps a variant name to ``(factor, from_s)``: once the
     simulated clock has passed ``from_s`` seconds, that variant takes ``factor`` times as long
     (a GPU that moved to another clock or power level during the run).
+
+    The GPU's health and the ways a real GPU can yield a wrong number:
+    - ``nvml=False``: clocks, throttling and other processes cannot be read;
+    - ``other_processes``: dicts ``{"pid", "name", "sm_percent", "until_s"}`` of processes using
+      the GPU (until ``until_s`` simulated seconds, or for ever); while any is busy every sample
+      takes ``contended_factor`` times as long;
+    - ``inject``: variant name to sample values returned instead of its first samples (NaN, inf,
+      zero or negative values, as a broken timer or a cold-mode subtraction can give);
+    - ``captured_work``: variant name to the GPU operations its capture held (0: an empty graph),
+      ``escaped``: variant name to operations a stream trace found on other streams. Both are
+      judged by the CuPy backend's own rule (``check_captured_work``).
+    Launches are called the way the CuPy backend calls them: a launch taking one argument gets
+    ``timing_stream``, a ``TimingStream`` with a fake handle.
     """
 
     name = "fake"
@@ -78,6 +94,12 @@ class FakeBackend:
         throttled: bool = False,
         call_launch: bool = True,
         levels: Mapping[str, tuple[float, float]] | None = None,
+        nvml: bool = True,
+        other_processes: Sequence[Mapping[str, Any]] = (),
+        contended_factor: float = 2.0,
+        inject: Mapping[str, Sequence[float]] | None = None,
+        captured_work: Mapping[str, int] | None = None,
+        escaped: Mapping[str, int] | None = None,
     ):
         self._times = times or {}
         self._default = default_s
@@ -90,6 +112,13 @@ class FakeBackend:
         self._call_launch = call_launch
         self._levels = dict(levels or {})
         self.prepared_names: list[str] = []
+        self._nvml = nvml
+        self._others = [dict(p) for p in other_processes]
+        self.contended_factor = contended_factor
+        self._inject = {k: list(v) for k, v in (inject or {}).items()}
+        self._captured = dict(captured_work or {})
+        self._escaped = dict(escaped or {})
+        self.timing_stream = streams.TimingStream(handle=0xF00D)
 
     def true_time(self, name: str) -> float:
         if callable(self._times):
@@ -98,11 +127,19 @@ class FakeBackend:
 
     def prepare(self, variant: Variant, cache: CacheMode, target_sample_s: float) -> Prepared:
         if self._call_launch:
-            variant.launch()
+            streams.bind(variant.launch, self.timing_stream)()
         self.prepared_names.append(variant.name)
+        nodes = self._captured.get(variant.name, 1)
+        escaped = self._escaped.get(variant.name, 0)
+        trace = None
+        if escaped:
+            from pytest_gpuperf.timing.audit import StreamTrace
+
+            trace = StreamTrace(on_stream=nodes, elsewhere={7: ["fake_side_kernel"] * escaped})
+        check_captured_work(variant.name, "graph", nodes, trace)
         t = self.true_time(variant.name)
-        batch = max(1, min(2048, math.ceil(target_sample_s / t)))
-        return Prepared(variant=variant, mode=cache, method="fake", batch=batch, state=t)
+        batch = max(1, min(2048, math.ceil(target_sample_s / max(t, 1e-9))))
+        return Prepared(variant=variant, mode=cache, method="fake", batch=batch, state=t, stream_audit="cupti")
 
     def run_rounds(self, prepared: Sequence[Prepared], rounds: int) -> list[list[float]]:
         out: list[list[float]] = []
@@ -111,15 +148,39 @@ class FakeBackend:
             outliers = self._rng.random(rounds) < self.outlier_rate
             noise = np.where(outliers, noise * self.outlier_factor, noise)
             factor, from_s = self._levels.get(p.variant.name, (1.0, math.inf))
-            samples = p.state * noise * (factor if self._clock >= from_s else 1.0)
-            self._clock += float(samples.sum()) * p.batch
-            out.append(samples.tolist())
+            contention = self.contended_factor if self._busy_others() else 1.0
+            samples = p.state * noise * (factor if self._clock >= from_s else 1.0) * contention
+            self._clock += float(np.abs(samples).sum()) * p.batch
+            values = samples.tolist()
+            injected = self._inject.get(p.variant.name, [])
+            taken = injected[: len(values)]
+            del injected[: len(taken)]
+            values[: len(taken)] = taken
+            out.append(values)
         # The fake records samples per variant in blocks; interleaving only matters on a GPU.
         return out
 
     def clock_state(self) -> ClockState | None:
+        if not self._nvml:
+            return None
         reasons = ("hw_thermal_slowdown",) if self.throttled else ()
         return ClockState(sm_clock_mhz=1980, mem_clock_mhz=2619, reasons=reasons, temperature_c=40)
+
+    def health_unknown_reason(self) -> str | None:
+        return None if self._nvml else "fake: NVML is not available"
+
+    def _busy_others(self) -> list[dict[str, Any]]:
+        return [p for p in self._others if self._clock < float(p.get("until_s") or math.inf)]
+
+    def other_activity(self, since: float) -> OtherActivity | None:
+        if not self._nvml:
+            return None
+        present = tuple(
+            OtherProcess(int(p["pid"]), str(p.get("name", "fake")), int(p.get("sm_percent", 90)))
+            for p in self._others
+            if float(p.get("until_s") or math.inf) > since
+        )
+        return OtherActivity(present)
 
     def now(self) -> float:
         return self._clock

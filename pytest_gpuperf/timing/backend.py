@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 from pytest_gpuperf.results import CacheMode, ClockState, Variant
+from pytest_gpuperf.timing.nvml import OtherActivity
 
 
 @dataclass
@@ -17,6 +18,8 @@ class Prepared:
     batch: int
     notes: list[str] = field(default_factory=list)
     state: Any = None  # backend-specific (graphs, flush buffers)
+    stream_audit: str = "none"  # how escaped work was looked for: "cupti" (every operation traced) or "capture"
+    subtracts_flush: bool = False  # samples are (flush + launch) minus flush alone (cold mode by flushing L2)
 
 
 class TimingBackend(Protocol):
@@ -35,6 +38,12 @@ class TimingBackend(Protocol):
 
     def clock_state(self) -> ClockState | None:
         """Current clocks and throttle reasons, or None when they cannot be read."""
+
+    def health_unknown_reason(self) -> str | None:
+        """Why clocks, throttling and other processes cannot be read (None: they can)."""
+
+    def other_activity(self, since: float) -> OtherActivity | None:
+        """Other processes on the GPU and their SM use since ``since`` (on ``now()``'s clock)."""
 
     def now(self) -> float:
         """The clock that time budgets are measured on, in seconds."""

@@ -17,6 +17,16 @@ sample for kernels of a few microseconds, which the interval reports.
 When a callable cannot be captured (it synchronizes, allocates, or uses a launch that
 graphs refuse), timing falls back to event pairs around eager launches; the result's
 ``method`` says which was used.
+
+Launches run with the timing stream current in every framework the process imported
+(``streams.current``: CuPy, PyTorch and so Triton), or are handed it (``lambda stream: ...``).
+Work that still lands elsewhere is an error, never a short number:
+- the timing stream is a *blocking* stream, so a launch on the legacy default stream during
+  capture fails the capture (CUDA refuses the implicit dependency) and is reported;
+- a captured graph with no kernel, copy or memset node timed nothing and is reported;
+- where torch is imported, CUPTI traces one launch (``audit``): operations on other streams
+  that the graph lacks are reported, however short;
+- the device must drain with the timing stream (escaped work of more than ~0.2 ms).
 """
 from __future__ import annotations
 
@@ -27,8 +37,9 @@ from typing import Any, Callable, Sequence
 from pytest_gpuperf.device import DeviceInfo
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.results import CacheMode, ClockState, Variant
+from pytest_gpuperf.timing import audit, graphs, streams
 from pytest_gpuperf.timing.backend import Prepared
-from pytest_gpuperf.timing.nvml import ClockMonitor
+from pytest_gpuperf.timing.nvml import GpuMonitor, OtherActivity
 
 MAX_BATCH = 2048
 STREAM_CHECK_LAUNCHES = 3
@@ -46,6 +57,7 @@ class _Segment:
     run: Callable[[], None]
     sign: int
     prefix: Callable[[], None] | None = None  # untimed work enqueued before the start event
+    keep: Any = None  # the captured graph the segment replays, kept alive with it
 
 
 class CupyBackend:
@@ -58,9 +70,13 @@ class CupyBackend:
         self._device = cupy.cuda.Device(device.ordinal)
         self._info = device
         with self._device:
-            self._stream = cupy.cuda.Stream(non_blocking=True)
+            # Blocking: a launch on the legacy default stream while this stream captures is refused
+            # by CUDA (cudaErrorStreamCaptureImplicit) instead of silently missing from the graph.
+            self._stream = cupy.cuda.Stream(non_blocking=False)
+        self.timing_stream = streams.TimingStream(int(self._stream.ptr), device.ordinal, self._stream)
         self._flush_buf: Any = None
-        self._monitor = ClockMonitor(device.pci_bus_id)
+        self._mark_buf: Any = None
+        self._monitor = GpuMonitor(device.pci_bus_id)
 
     # -- helpers --------------------------------------------------------------------
     def _flush(self) -> None:
@@ -87,28 +103,22 @@ class CupyBackend:
         end.synchronize()
         return cp.cuda.get_elapsed_time(start, end) * 1e-3 / repeats
 
-    def _capture(self, body: Callable[[], None]) -> Any:
-        self._stream.begin_capture()
+    def _capture(self, body: Callable[[], None], name: str) -> graphs.Captured:
+        """Capture ``body`` (torch's graph API where torch is in use: it keeps allocations graph-safe)."""
         try:
-            body()
-        except BaseException:
-            # Ending the capture returns the stream to normal use. The stream is kept: it is
-            # the current stream of the caller's `with` block, and swapping it here once sent
-            # the warm-up's launches to one stream and its events to another.
-            try:
-                self._stream.end_capture()
-            except Exception:
-                pass
+            if streams.torch_in_use():
+                return graphs.capture_torch(self.timing_stream.torch(), body)
+            return graphs.capture_cupy(self._stream, body)
+        except Exception as exc:
+            escape = capture_escape(str(exc))
+            if escape:
+                raise GpuPerfError(f"variant {name!r}: {escape} ({_first_line(exc)}). {ESCAPE_ADVICE}") from None
             raise
-        graph = self._stream.end_capture()
-        if hasattr(graph, "upload"):
-            graph.upload(self._stream)
-        return graph
 
     # -- TimingBackend -------------------------------------------------------------
     def prepare(self, variant: Variant, cache: CacheMode, target_sample_s: float, warmup_s: float = 0.05) -> Prepared:
         launch, flush, notes = self._cold_strategy(variant, cache)
-        with self._device, self._stream:
+        with self._device, streams.current(self.timing_stream):
             try:
                 for _ in range(WARMUP_LAUNCHES):
                     launch()
@@ -116,22 +126,44 @@ class CupyBackend:
                 raise GpuPerfError(f"variant {variant.name!r} raised during warm-up: {exc}") from exc
             self._sync(f"warming up variant {variant.name!r}")
             self._check_stream(launch, variant.name)
+            trace = self._trace(launch)
             per_launch = self._timed(launch, ESTIMATE_LAUNCHES)
             flush_s = self._timed(self._flush, 3) if flush else 0.0
             self._sync(f"estimating the time of variant {variant.name!r}")
             batch = _batch_for(per_launch + flush_s, target_sample_s)
             try:
-                segments, batch = self._graph_segments(launch, flush, batch, target_sample_s)
+                segments, batch, nodes = self._graph_segments(launch, flush, batch, target_sample_s, variant.name)
                 method = "graph"
             except GpuPerfError:
                 raise
             except Exception as exc:
                 segments, batch = self._event_segments(launch, flush, per_launch, target_sample_s)
-                method = "events"
-                notes.append(f"CUDA-graph capture failed ({type(exc).__name__}: {exc}); timed with events")
+                method, nodes = "events", None
+                notes.append(f"CUDA-graph capture failed ({type(exc).__name__}: {_first_line(exc)}); timed with events")
                 self._sync(f"recovering from a failed capture of variant {variant.name!r}")
+            check_captured_work(variant.name, method, nodes, trace)
             self._warm(segments, warmup_s)
-        return Prepared(variant=variant, mode=cache, method=method, batch=batch, notes=notes, state=segments)
+        audited = "cupti" if trace is not None else "capture"
+        return Prepared(
+            variant=variant,
+            mode=cache,
+            method=method,
+            batch=batch,
+            notes=notes,
+            state=segments,
+            stream_audit=audited,
+            subtracts_flush=any(seg.sign < 0 for seg in segments),
+        )
+
+    def _trace(self, launch: Callable[[], Any]) -> audit.StreamTrace | None:
+        """CUPTI's account of one launch, by stream (None where torch's profiler is not in use)."""
+        if not audit.trace_available():
+            return None
+        cp = self._cp
+        if self._mark_buf is None:
+            self._mark_buf = cp.empty(1, dtype=cp.uint8)
+        mark = lambda: cp.cuda.runtime.memsetAsync(self._mark_buf.data.ptr, 0, 1, self._stream.ptr)  # noqa: E731
+        return audit.trace_launch(mark, launch, cp.cuda.runtime.deviceSynchronize)
 
     def _check_stream(self, launch: Callable[[], Any], name: str) -> None:
         """Fail when the callable's work runs on another stream than the current one.
@@ -156,10 +188,9 @@ class CupyBackend:
         device_s = time.perf_counter() - t0
         if escaped_work(stream_s, device_s):
             raise GpuPerfError(
-                f"variant {name!r}: its GPU work does not run on the current CuPy stream: the device stayed busy "
+                f"variant {name!r}: its GPU work does not all run on the timing stream: the device stayed busy "
                 f"{1e3 * (device_s - stream_s):.2f} ms after the timing stream drained ({1e3 * stream_s:.2f} ms). "
-                "Enqueue everything on cupy.cuda.get_current_stream() (e.g. bind cuBLAS/cuDNN handles to it at "
-                "each call, pass its .ptr to ctypes launches, run torch under torch.cuda.ExternalStream)."
+                + ESCAPE_ADVICE
             )
 
     def _check_drained(self, prepared: Sequence[Prepared]) -> None:
@@ -178,12 +209,13 @@ class CupyBackend:
 
     def _cold_strategy(self, variant: Variant, cache: CacheMode) -> tuple[Callable[[], Any], bool, list[str]]:
         """How a launch is made cold: rotate input copies, flush L2, or nothing when the data cannot fit."""
+        launch = streams.bind(variant.launch, self.timing_stream)
         if cache == "hot":
-            return variant.launch, False, []
+            return launch, False, []
         l2 = self._info.l2_bytes
         if variant.rotations:
             turn = [0]
-            rotations = variant.rotations
+            rotations = [streams.bind(r, self.timing_stream) for r in variant.rotations]
 
             def rotating() -> None:
                 rotations[turn[0] % len(rotations)]()
@@ -194,8 +226,8 @@ class CupyBackend:
                 notes.append(f"warning: the rotated copies move {len(rotations) * variant.bytes / 2**20:.0f} MiB, less than twice L2")
             return rotating, False, notes
         if variant.bytes and variant.bytes >= COLD_BY_SIZE * l2:
-            return variant.launch, False, [f"cold without flushing: {variant.bytes / 2**20:.0f} MiB moved per launch is over {COLD_BY_SIZE}x L2"]
-        return variant.launch, True, []
+            return launch, False, [f"cold without flushing: {variant.bytes / 2**20:.0f} MiB moved per launch is over {COLD_BY_SIZE}x L2"]
+        return launch, True, []
 
     def _warm(self, segments: list[_Segment], seconds: float) -> None:
         """Replay until ``seconds`` of GPU time have passed, so clocks have left their idle state."""
@@ -213,27 +245,28 @@ class CupyBackend:
                 return
 
     def _graph_segments(
-        self, launch: Callable[[], Any], flush: bool, batch: int, target_sample_s: float
-    ) -> tuple[list[_Segment], int]:
+        self, launch: Callable[[], Any], flush: bool, batch: int, target_sample_s: float, name: str
+    ) -> tuple[list[_Segment], int, float | None]:
+        """Segments replaying ``batch`` launches, the batch, and the GPU operations one launch captured."""
         for attempt in range(2):
             if not flush:
-                g = self._capture(lambda: _repeat(launch, batch))
-                segments = [_Segment(lambda g=g: g.launch(self._stream), +1)]
+                g = self._capture(lambda: _repeat(launch, batch), name)
+                segments = [_Segment(g.replay, +1, keep=g)]
+                nodes = None if g.work_nodes is None else g.work_nodes / batch
             else:
-                gk = self._capture(lambda: _repeat(lambda: (self._flush(), launch()), batch))
-                gf = self._capture(lambda: _repeat(self._flush, batch))
-                segments = [
-                    _Segment(lambda g=gk: g.launch(self._stream), +1),
-                    _Segment(lambda g=gf: g.launch(self._stream), -1),
-                ]
+                gk = self._capture(lambda: _repeat(lambda: (self._flush(), launch()), batch), name)
+                gf = self._capture(lambda: _repeat(self._flush, batch), name)
+                segments = [_Segment(gk.replay, +1, keep=gk), _Segment(gf.replay, -1, keep=gf)]
+                known = gk.work_nodes is not None and gf.work_nodes is not None
+                nodes = (gk.work_nodes - gf.work_nodes) / batch if known else None  # type: ignore[operator]
             replay_s = self._timed(segments[0].run, 3)
             self._sync("replaying a captured graph")
-            if attempt == 0 and replay_s < 0.5 * target_sample_s and batch < MAX_BATCH:
+            if attempt == 0 and replay_s < 0.5 * target_sample_s and batch < MAX_BATCH and nodes != 0:
                 # The first estimate included launch overhead; size the batch on the replay.
                 batch = min(MAX_BATCH, max(batch + 1, math.ceil(batch * target_sample_s / max(replay_s, 1e-9))))
                 continue
-            return segments, batch
-        return segments, batch
+            return segments, batch, nodes
+        return segments, batch, nodes
 
     def _event_segments(
         self, launch: Callable[[], Any], flush: bool, per_launch: float, target_sample_s: float
@@ -247,7 +280,7 @@ class CupyBackend:
         cp = self._cp
         plan = [(i, seg) for _ in range(rounds) for i, p in enumerate(prepared) for seg in p.state]
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in plan]
-        with self._device, self._stream:
+        with self._device, streams.current(self.timing_stream):
             try:
                 first = prepared[0].state[0]
                 if first.prefix:
@@ -282,6 +315,14 @@ class CupyBackend:
     def clock_state(self) -> ClockState | None:
         return self._monitor.state()
 
+    def health_unknown_reason(self) -> str | None:
+        return self._monitor.unavailable_reason
+
+    def other_activity(self, since: float) -> OtherActivity | None:
+        import time
+
+        return self._monitor.other_activity(time.time() - (time.perf_counter() - since))
+
     def now(self) -> float:
         import time
 
@@ -294,6 +335,48 @@ class CupyBackend:
 
     def release(self, prepared: Prepared) -> None:
         prepared.state = None
+
+
+ESCAPE_ADVICE = (
+    "Launch on the timing stream: it is current in CuPy and PyTorch (so Triton and torch.compile) while a "
+    "variant runs; a launch that takes one argument is handed it (lambda stream: ...; int(stream) is the "
+    "cudaStream_t, and it speaks __cuda_stream__); bind library handles (cuBLAS, cuDNN) to it at each call"
+)
+
+
+def capture_escape(message: str) -> str | None:
+    """What a capture error says about work sent off the capturing stream, or None for other errors."""
+    if "StreamCaptureImplicit" in message or "legacy stream depend on a capturing" in message:
+        return "its work went to the legacy default stream (stream 0) instead of the timing stream"
+    if "StreamCaptureUnjoined" in message or "not joined" in message.lower():
+        return "it forked work onto another stream and never joined it back to the timing stream"
+    return None
+
+
+def check_captured_work(name: str, method: str, nodes_per_launch: float | None, trace: audit.StreamTrace | None) -> None:
+    """Refuse a variant whose GPU work was not captured on, or did not run on, the timing stream.
+
+    ``nodes_per_launch``: kernel, copy and memset nodes the graph holds per launch (None when
+    not graph-timed or unreadable). ``trace``: CUPTI's account of one eager launch, or None.
+    """
+    if method == "graph" and nodes_per_launch == 0:
+        raise GpuPerfError(
+            f"variant {name!r}: the captured CUDA graph holds no kernel, copy or memset: its launch enqueued "
+            f"nothing on the timing stream, so its time would be the cost of replaying an empty graph. {ESCAPE_ADVICE}"
+        )
+    if trace is None or not trace.elsewhere:
+        return
+    captured_short = nodes_per_launch is not None and nodes_per_launch < trace.total
+    if (method == "graph" and captured_short) or trace.on_stream == 0:
+        raise GpuPerfError(
+            f"variant {name!r}: part of its GPU work runs off the timing stream and would not be timed "
+            f"({trace.describe_elsewhere()}; {trace.on_stream} on the timing stream). {ESCAPE_ADVICE}"
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 def escaped_work(stream_s: float, device_s: float) -> bool:

@@ -1,7 +1,18 @@
-"""Clocks and throttle reasons through NVML (nvidia-ml-py), matched to the CUDA device by PCI bus id."""
+"""What NVML (nvidia-ml-py) says about the GPU under test, matched to the CUDA device by PCI bus id:
+clocks and throttle reasons, and other processes using the GPU.
+
+Other processes are found with NVML's running compute and graphics process lists, and their
+use of the SMs with its per-process utilization samples. NVML cannot see work from another
+VM or from a GPU shared by time-slicing outside this machine's driver, nor tell this process
+apart from the others when the process IDs it reports are not in this process's PID namespace
+(a container without the host's PID namespace): then ``OtherActivity.self_found`` is False and
+the other processes are reported by what NVML can say of them.
+"""
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 from typing import Any
 
 from pytest_gpuperf.device import DeviceInfo
@@ -25,19 +36,54 @@ def decode_reasons(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in _REASON_BITS.items() if mask & bit)
 
 
-def _handle(pci_bus_id: str) -> Any | None:
+# A process whose SM utilization reaches this share of a sample period is using the GPU.
+BUSY_SM_PERCENT = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class OtherProcess:
+    """Another process with a context on the GPU under test."""
+
+    pid: int
+    name: str
+    sm_percent: int | None  # highest SM utilization sampled in the window; None when NVML gives none
+
+    def describe(self) -> str:
+        util = f", {self.sm_percent}% SM" if self.sm_percent is not None else ""
+        return f"pid {self.pid} ({self.name}{util})"
+
+
+@dataclasses.dataclass(frozen=True)
+class OtherActivity:
+    """Other processes on the GPU during a window, and which of them used its SMs."""
+
+    present: tuple[OtherProcess, ...] = ()
+    self_found: bool = True  # this process appeared in NVML's list (PIDs share a namespace)
+
+    @property
+    def busy(self) -> tuple[OtherProcess, ...]:
+        return tuple(p for p in self.present if p.sm_percent is not None and p.sm_percent >= BUSY_SM_PERCENT)
+
+    def describe_busy(self) -> str:
+        return "; ".join(p.describe() for p in self.busy)
+
+
+def _handle(pci_bus_id: str) -> tuple[Any | None, str | None]:
+    """The NVML handle of the GPU, or None and why there is none."""
     try:
         import pynvml
-
+    except ImportError:
+        return None, "nvidia-ml-py is not installed (pip install nvidia-ml-py, or the plugin's gpu extra)"
+    try:
         pynvml.nvmlInit()
-        return pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode() if pci_bus_id else b"")
-    except Exception:
-        return None
+        return pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode() if pci_bus_id else b""), None
+    except Exception as exc:
+        return None, f"NVML did not answer for GPU {pci_bus_id or '?'} ({type(exc).__name__}: {exc})"
 
 
 def enrich(info: DeviceInfo) -> DeviceInfo:
     """Add the driver version and maximum SM clock from NVML, when NVML answers."""
-    handle = _handle(info.pci_bus_id)
+    handle, _ = _handle(info.pci_bus_id)
     if handle is None:
         return info
     import pynvml
@@ -54,11 +100,11 @@ def enrich(info: DeviceInfo) -> DeviceInfo:
     return dataclasses.replace(info, driver_version=str(driver), max_sm_clock_mhz=int(max_clock))
 
 
-class ClockMonitor:
-    """Reads the SM clock and the active clock-event (throttle) reasons of one GPU."""
+class GpuMonitor:
+    """Reads one GPU's clocks, throttle reasons and other processes through NVML."""
 
     def __init__(self, pci_bus_id: str):
-        self._handle = _handle(pci_bus_id)
+        self._handle, self.unavailable_reason = _handle(pci_bus_id)
 
     @property
     def available(self) -> bool:
@@ -80,3 +126,58 @@ class ClockMonitor:
         except Exception:
             return None
         return ClockState(sm_clock_mhz=sm, mem_clock_mhz=mem, reasons=decode_reasons(mask), temperature_c=temp)
+
+    def other_activity(self, since: float) -> OtherActivity | None:
+        """Other processes on the GPU, with their SM use sampled since ``since`` (``time.time()``
+        seconds); None when NVML cannot list processes."""
+        if self._handle is None:
+            return None
+        import pynvml
+
+        try:
+            listed = [
+                *pynvml.nvmlDeviceGetComputeRunningProcesses(self._handle),
+                *pynvml.nvmlDeviceGetGraphicsRunningProcesses(self._handle),
+            ]
+        except Exception:
+            return None
+        peak: dict[int, int] | None = {}
+        try:
+            for sample in pynvml.nvmlDeviceGetProcessUtilization(self._handle, int(since * 1e6)):
+                peak[int(sample.pid)] = max(peak.get(int(sample.pid), 0), int(sample.smUtil))  # type: ignore[union-attr]
+        except pynvml.NVMLError_NotFound:  # no process ran anything in the window
+            pass
+        except Exception:  # per-process utilization not supported: SM use unknown
+            peak = None
+        return activity_of({int(p.pid) for p in listed}, os.getpid(), peak, _process_name)
+
+
+def activity_of(
+    pids: set[int], me: int, peak: dict[int, int] | None, name_of: Any
+) -> OtherActivity:
+    """The other processes among ``pids``; ``peak`` maps pid to SM percent (None: not supported).
+
+    When this process is not among ``pids`` (another PID namespace), a lone listed process is
+    taken to be this one; with several, none can be told apart from this one.
+    """
+    if me not in pids and len(pids) <= 1:
+        return OtherActivity((), self_found=True)
+    others = tuple(
+        OtherProcess(pid, name_of(pid), None if peak is None else peak.get(pid, 0)) for pid in sorted(pids - {me})
+    )
+    return OtherActivity(others, self_found=me in pids)
+
+
+def _process_name(pid: int) -> str:
+    try:
+        import pynvml
+
+        name = pynvml.nvmlSystemGetProcessName(pid)
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:
+        return "name unknown"
+
+
+def now() -> float:
+    """The wall clock NVML's utilization samples are stamped with."""
+    return time.time()

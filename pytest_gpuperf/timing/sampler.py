@@ -8,9 +8,11 @@ claim under (1 - confidence) / 2 in simulation.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.gates import Verdict, speedup_verdict
 from pytest_gpuperf.results import CacheMode, ClockState, Comparison, Measurement, Variant
 from pytest_gpuperf.stats import (
@@ -23,8 +25,12 @@ from pytest_gpuperf.stats import (
     relative_spread,
 )
 from pytest_gpuperf.timing.backend import Prepared, TimingBackend
+from pytest_gpuperf.timing.health import Health, HealthGuard
 
 MAX_KEPT_CLOCK_STATES = 6
+# No launch that does GPU work takes less: an empty kernel replayed from a CUDA graph takes
+# 0.78 us on an H100 (2026-11-27). A shorter per-launch time means the work was not timed.
+MIN_LAUNCH_S = 0.5e-6
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,8 @@ def _sample(
     run = run or _Run([[] for _ in prepared])
     start = backend.now()
     while True:
-        for acc, new in zip(run.samples, backend.run_rounds(prepared, policy.round_size)):
+        for p, acc, new in zip(prepared, run.samples, backend.run_rounds(prepared, policy.round_size)):
+            _check_samples(p, new, len(acc))
             acc.extend(new)
         run.observe(backend.clock_state())
         n = len(run.samples[0])
@@ -109,8 +116,35 @@ def _sample(
             return run
 
 
+def _check_samples(prepared: Prepared, samples: Sequence[float], first_index: int) -> None:
+    """Every sample must be a finite, positive time: anything else is an error, never a number."""
+    for i, t in enumerate(samples):
+        if math.isfinite(t) and t > 0:
+            continue
+        why = (
+            "the cold-mode subtraction of an L2 flush from (flush + launch) came out at or below zero: the "
+            "kernel is short next to the flush. Give the Variant rotations= (input copies to cycle) or time it "
+            "with cache='hot'"
+            if prepared.subtracts_flush
+            else "the timing backend returned it; nothing valid can be computed from it"
+        )
+        raise GpuPerfError(
+            f"variant {prepared.variant.name!r}: sample {first_index + i + 1} is {t!r} s, not a positive time ({why})."
+        )
+
+
+def _check_floor(m: Measurement) -> None:
+    if m.median_s < MIN_LAUNCH_S:
+        raise GpuPerfError(
+            f"variant {m.name!r}: {m.median_s * 1e6:.4f} us per launch ({m.method}) is below {MIN_LAUNCH_S * 1e6:g} us, "
+            "less than an empty kernel takes: its GPU work was not timed (it ran on another stream, or the launch "
+            "enqueues nothing). Launch on the timing stream: it is current in CuPy and PyTorch while a variant "
+            "runs, and a launch taking one argument is handed it."
+        )
+
+
 def _measurement(
-    prepared: Prepared, samples: list[float], policy: SamplingPolicy, run: _Run, device_key: str
+    prepared: Prepared, samples: list[float], policy: SamplingPolicy, run: _Run, device_key: str, health: Health
 ) -> Measurement:
     ci = median_ci(samples, policy.confidence)
     v = prepared.variant
@@ -131,26 +165,36 @@ def _measurement(
         flops=v.flops,
         device_key=device_key,
         stop_reason=run.stop_reason,
-        notes=list(prepared.notes),
+        notes=list(prepared.notes) + health.notes(),
+        health=health,
+        stream_audit=prepared.stream_audit,
     )
 
 
 def measure(
-    backend: TimingBackend, variant: Variant, policy: SamplingPolicy, cache: CacheMode, device_key: str = ""
+    backend: TimingBackend,
+    variant: Variant,
+    policy: SamplingPolicy,
+    cache: CacheMode,
+    device_key: str = "",
+    guard: HealthGuard | None = None,
 ) -> Measurement:
     """Time one variant; a throttled measurement is retried after a cool-down, then flagged."""
+    guard = guard or HealthGuard(quiet_wait_s=0.0)
 
     def precise(samples: list[list[float]]) -> bool:
         return median_ci(samples[0], policy.confidence).rel_halfwidth <= policy.precision
 
     throttle_notes: list[str] = []
     for attempt in range(policy.throttle_retries + 1):
+        started, waited = guard.before(backend, f"variant {variant.name!r}")
         prepared = backend.prepare(variant, variant.cache or cache, policy.target_sample_s)
         try:
             run = _sample(backend, [prepared], policy, policy.budget_s, precise)
         finally:
             backend.release(prepared)
-        result = _measurement(prepared, run.samples[0], policy, run, device_key)
+        result = _measurement(prepared, run.samples[0], policy, run, device_key, guard.after(backend, started, waited))
+        _check_floor(result)
         if not result.throttled:
             break
         throttle_notes.append(f"GPU throttled during attempt {attempt + 1}: {_reasons(run.clocks)}")
@@ -168,9 +212,11 @@ def compare(
     at_least: float | None,
     cache: CacheMode,
     device_key: str = "",
+    guard: HealthGuard | None = None,
 ) -> Comparison:
     """Measure ``fast`` and ``baseline`` interleaved and judge the claim speedup >= at_least."""
     look = policy.look_confidence
+    guard = guard or HealthGuard(quiet_wait_s=0.0)
 
     def precise(samples: list[list[float]]) -> bool:
         f, b = samples
@@ -185,6 +231,7 @@ def compare(
             verdict = Verdict.INCONCLUSIVE  # part of the run clears the margin, part does not
         return speedup, shift, verdict
 
+    started, waited = guard.before(backend, f"variants {fast.name!r} and {baseline.name!r}")
     pf = backend.prepare(fast, fast.cache or cache, policy.target_sample_s)
     pb = backend.prepare(baseline, baseline.cache or cache, policy.target_sample_s)
     try:
@@ -197,8 +244,17 @@ def compare(
     finally:
         backend.release(pf)
         backend.release(pb)
-    mf = _measurement(pf, run.samples[0], policy, run, device_key)
-    mb = _measurement(pb, run.samples[1], policy, run, device_key)
+    health = guard.after(backend, started, waited)
+    mf = _measurement(pf, run.samples[0], policy, run, device_key, health)
+    mb = _measurement(pb, run.samples[1], policy, run, device_key, health)
+    _check_floor(mf)
+    _check_floor(mb)
+    notes = [_level_shift_note(shift)] if shift else []
+    contention = health.contention_note()
+    if contention and verdict in (Verdict.PASS, Verdict.FAIL):
+        verdict = Verdict.INCONCLUSIVE  # another process's load is no evidence either way
+    if contention:
+        notes.append(contention)
     return Comparison(
         fast=mf,
         baseline=mb,
@@ -209,7 +265,7 @@ def compare(
         at_least=at_least,
         verdict=verdict,
         rounds=len(run.samples[0]),
-        notes=[_level_shift_note(shift)] if shift else [],
+        notes=notes,
         level_shift=shift,
     )
 

@@ -37,6 +37,11 @@ FAKE_CONFTEST = textwrap.dedent(
             seed=int(os.environ.get("FAKE_SEED", "0")),
             throttled=os.environ.get("FAKE_THROTTLED") == "1",
             levels=json.loads(os.environ.get("FAKE_LEVELS", "{}")),
+            nvml=os.environ.get("FAKE_NVML", "1") == "1",
+            other_processes=json.loads(os.environ.get("FAKE_OTHERS", "[]")),
+            inject=json.loads(os.environ.get("FAKE_INJECT", "{}")),
+            captured_work=json.loads(os.environ.get("FAKE_CAPTURED", "{}")),
+            escaped=json.loads(os.environ.get("FAKE_ESCAPED", "{}")),
         )
     """
 )

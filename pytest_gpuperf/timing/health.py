@@ -1,0 +1,122 @@
+"""Whether a measurement's GPU was in a state to be trusted: clocks known, GPU not shared.
+
+Before each measurement the guard looks for other processes using the GPU's SMs (NVML's
+per-process utilization) and waits for them to stop, up to a wait budget shared by the whole
+run. Processes still busy then, or busy at any time during the measurement, make it
+*contended*: it is reported with their PIDs and names, never judged as a regression and
+never stored as a baseline. Without NVML the clocks, throttling and other processes are
+unknown, which every result states; ``--gpu-perf-require-health`` makes that an error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.timing.nvml import OtherActivity, OtherProcess
+
+POLL_S = 1.0  # between looks at a busy GPU
+
+
+class HealthSource(Protocol):
+    """What a timing backend tells the guard (``TimingBackend`` provides it)."""
+
+    def now(self) -> float: ...
+
+    def pause(self, seconds: float) -> None: ...
+
+    def health_unknown_reason(self) -> str | None: ...
+
+    def other_activity(self, since: float) -> OtherActivity | None: ...
+
+
+@dataclass(frozen=True)
+class Health:
+    """What is known of the GPU's state during one measurement."""
+
+    unknown_reason: str | None = None  # why clocks, throttling and other processes are unknown
+    contended_by: tuple[OtherProcess, ...] = ()
+    unattributed: tuple[OtherProcess, ...] = ()  # present, but NVML cannot tell them from this process
+    waited_s: float = 0.0
+
+    @property
+    def contended(self) -> bool:
+        return bool(self.contended_by)
+
+    def contention_note(self) -> str | None:
+        if not self.contended_by:
+            return None
+        return (
+            "contended: other processes used this GPU while it was measured: "
+            + "; ".join(p.describe() for p in self.contended_by)
+            + ". The time is not judged against baselines and is never stored as one."
+        )
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.unknown_reason:
+            out.append(f"clocks and throttling unknown: {self.unknown_reason}")
+        contention = self.contention_note()
+        if contention:
+            out.append(contention)
+        if self.unattributed:
+            out.append(
+                "other processes hold this GPU, and NVML reports PIDs from another namespace, so their use "
+                "of it cannot be told from this process's: " + "; ".join(p.describe() for p in self.unattributed)
+            )
+        if self.waited_s:
+            out.append(f"waited {self.waited_s:.0f} s for other processes to leave the GPU")
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "state": "unknown" if self.unknown_reason else ("contended" if self.contended else "ok"),
+            "unknown_reason": self.unknown_reason,
+            "contended_by": [{"pid": p.pid, "name": p.name, "sm_percent": p.sm_percent} for p in self.contended_by],
+            "unattributed": [{"pid": p.pid, "name": p.name} for p in self.unattributed],
+            "waited_s": self.waited_s,
+        }
+
+
+@dataclass
+class HealthGuard:
+    """One per run: the wait budget for a quiet GPU is shared by all of the run's measurements."""
+
+    quiet_wait_s: float = 60.0
+    require_health: bool = False
+    waited_total_s: float = field(default=0.0, init=False)
+
+    def before(self, source: HealthSource, what: str) -> tuple[float, float]:
+        """Wait for other processes to stop using the GPU (within the budget left).
+
+        Returns (start of the measurement on ``source.now()``'s clock, seconds waited).
+        """
+        reason = source.health_unknown_reason()
+        if reason and self.require_health:
+            raise GpuPerfError(
+                f"{what}: clocks and throttling are unknown ({reason}), and --gpu-perf-require-health is set. "
+                "Install nvidia-ml-py where NVML works, or drop --gpu-perf-require-health."
+            )
+        waited = 0.0
+        while self.waited_total_s < self.quiet_wait_s:
+            look_from = source.now() - POLL_S
+            activity = source.other_activity(look_from)
+            if activity is None or not activity.self_found or not activity.busy:
+                break
+            step = min(POLL_S, self.quiet_wait_s - self.waited_total_s)
+            source.pause(step)
+            waited += step
+            self.waited_total_s += step
+        return source.now(), waited
+
+    def after(self, source: HealthSource, started: float, waited: float) -> Health:
+        """The health of a measurement that ran from ``started`` until now."""
+        reason = source.health_unknown_reason()
+        if reason:
+            return Health(unknown_reason=reason, waited_s=waited)
+        activity = source.other_activity(started)
+        if activity is None:
+            return Health(unknown_reason="NVML could not list the processes on this GPU", waited_s=waited)
+        if not activity.self_found:
+            return Health(unattributed=activity.present, waited_s=waited)
+        return Health(contended_by=activity.busy, waited_s=waited)

@@ -1,0 +1,125 @@
+"""Every way of launching is timed right: PyTorch, Triton and torch.compile against torch's own
+CUDA-graph replay of the same launches, and work that escapes the timing stream is refused.
+
+Truth here is independent of the plugin: ``torch.cuda.CUDAGraph`` capturing 200 launches on a
+stream of torch's own, replayed 30 times and timed with torch's events (hot: back-to-back
+launches, as the plugin's ``cache="hot"`` measures). The bar is 3% at every size.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable
+
+import pytest
+
+from pytest_gpuperf import GpuPerfError, Variant
+
+TOLERANCE = 0.03
+TORCH_SIZES = {"1.5us": 1 << 18, "8us": 1 << 22, "50us": 1 << 24}  # float32 elements, H100 SXM
+TRITON_SIZES = {"small": 1 << 20, "large": 1 << 24}
+
+torch = pytest.importorskip("torch")
+
+
+def torch_graph_truth(launch: Callable[[], Any], launches: int = 200, replays: int = 30) -> float:
+    """Median seconds per launch over replays of a torch.cuda.CUDAGraph, timed with torch's events."""
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        launch()
+        launch()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for _ in range(launches):
+            launch()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
+    with torch.cuda.stream(stream):
+        graph.replay()
+        for start, end in events:
+            start.record()
+            graph.replay()
+            end.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) * 1e-3 / launches for start, end in events)
+
+
+def assert_matches_truth(gpu_perf: Any, name: str, launch: Callable[[], Any]) -> None:
+    m = gpu_perf.measure(Variant(name, launch, cache="hot"), check_baseline=False)
+    truth = torch_graph_truth(launch)
+    error = m.median_s / truth - 1.0
+    gpu_perf.record(f"graph_truth_us[{name}]", truth * 1e6, "us")
+    gpu_perf.record(f"error_vs_torch_graph[{name}]", error)
+    assert m.method == "graph" and m.stream_audit == "cupti"
+    assert abs(error) <= TOLERANCE, f"{name}: plugin {m.median_s * 1e6:.3f} us vs torch graph {truth * 1e6:.3f} us ({100 * error:+.2f}%)"
+
+
+@pytest.mark.parametrize("size", list(TORCH_SIZES))
+def test_torch_elementwise(gpu_perf: Any, size: str) -> None:
+    x = torch.randn(TORCH_SIZES[size], device="cuda")
+    y = torch.empty_like(x)
+    assert_matches_truth(gpu_perf, f"torch_mul_{size}", lambda: torch.mul(x, 2.0, out=y))
+
+
+@pytest.mark.parametrize("size", list(TRITON_SIZES))
+def test_triton_kernel(gpu_perf: Any, size: str) -> None:
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    @triton.jit
+    def scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2.0, mask=mask)
+
+    x = torch.randn(TRITON_SIZES[size], device="cuda")
+    y = torch.empty_like(x)
+    grid = (triton.cdiv(x.numel(), 1024),)
+    launch = lambda: scale[grid](x, y, x.numel(), BLOCK=1024)  # noqa: E731
+    launch()  # compile outside the timing
+    assert_matches_truth(gpu_perf, f"triton_scale_{size}", launch)
+
+
+def test_torch_compiled_function(gpu_perf: Any) -> None:
+    fn = torch.compile(lambda a: (a * 2.0 + 1.0).relu())
+    x = torch.randn(1 << 22, device="cuda")
+    fn(x)
+    assert_matches_truth(gpu_perf, "compiled", lambda: fn(x))
+
+
+def test_work_on_the_legacy_default_stream_is_refused(gpu_perf: Any) -> None:
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.empty_like(x)
+
+    def escapes() -> None:
+        with torch.cuda.stream(torch.cuda.default_stream()):
+            torch.mul(x, 2.0, out=y)
+
+    with pytest.raises(GpuPerfError, match="legacy default stream"):
+        gpu_perf.measure(Variant("default_stream", escapes), check_baseline=False)
+
+
+def test_work_on_a_side_stream_is_refused_however_short(gpu_perf: Any) -> None:
+    x = torch.randn(1 << 14, device="cuda")  # about a microsecond of work on each stream
+    y, z = torch.empty_like(x), torch.empty_like(x)
+    side = torch.cuda.Stream()
+
+    def partly_elsewhere() -> None:
+        torch.mul(x, 2.0, out=y)
+        with torch.cuda.stream(side):
+            torch.mul(x, 3.0, out=z)
+
+    with pytest.raises(GpuPerfError, match="off the timing stream"):
+        gpu_perf.measure(Variant("side_stream", partly_elsewhere), check_baseline=False)
+
+
+def test_work_entirely_on_a_side_stream_is_refused(gpu_perf: Any) -> None:
+    x = torch.randn(1 << 14, device="cuda")
+    y = torch.empty_like(x)
+    side = torch.cuda.Stream()
+
+    def all_elsewhere() -> None:
+        with torch.cuda.stream(side):
+            torch.mul(x, 2.0, out=y)
+
+    with pytest.raises(GpuPerfError, match="holds no kernel, copy or memset|off the timing stream"):
+        gpu_perf.measure(Variant("all_side_stream", all_elsewhere), check_baseline=False)
