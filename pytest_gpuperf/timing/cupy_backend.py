@@ -103,17 +103,27 @@ class CupyBackend:
         end.synchronize()
         return cp.cuda.get_elapsed_time(start, end) * 1e-3 / repeats
 
-    def _capture(self, body: Callable[[], None], name: str) -> graphs.Captured:
-        """Capture ``body`` (torch's graph API where torch is in use: it keeps allocations graph-safe)."""
+    def _trial_capture(self, launch: Callable[[], Any], name: str) -> float | None:
+        """Capture one launch through CuPy and count its GPU operations (None: unreadable).
+
+        A launch sent to the legacy default stream fails here (the timing stream is blocking) and
+        is reported as escaped. The trial uses CuPy's capture even where torch is in use: a capture
+        that fails inside torch's graph API leaves torch's random-number state inconsistent.
+        """
         try:
-            if streams.torch_in_use():
-                return graphs.capture_torch(self.timing_stream.torch(), body)
-            return graphs.capture_cupy(self._stream, body)
+            return graphs.capture_cupy(self._stream, launch, upload=False).work_nodes
         except Exception as exc:
             escape = capture_escape(str(exc))
             if escape:
+                self._sync(f"recovering from the capture of variant {name!r}")
                 raise GpuPerfError(f"variant {name!r}: {escape} ({_first_line(exc)}). {ESCAPE_ADVICE}") from None
             raise
+
+    def _capture(self, body: Callable[[], None]) -> graphs.Captured:
+        """Capture ``body`` (torch's graph API where torch is in use: it keeps allocations graph-safe)."""
+        if streams.torch_in_use():
+            return graphs.capture_torch(self.timing_stream.torch(), body)
+        return graphs.capture_cupy(self._stream, body)
 
     # -- TimingBackend -------------------------------------------------------------
     def prepare(self, variant: Variant, cache: CacheMode, target_sample_s: float, warmup_s: float = 0.05) -> Prepared:
@@ -132,7 +142,9 @@ class CupyBackend:
             self._sync(f"estimating the time of variant {variant.name!r}")
             batch = _batch_for(per_launch + flush_s, target_sample_s)
             try:
-                segments, batch, nodes = self._graph_segments(launch, flush, batch, target_sample_s, variant.name)
+                nodes = self._trial_capture(launch, variant.name)
+                check_captured_work(variant.name, "graph", nodes, trace)
+                segments, batch = self._graph_segments(launch, flush, batch, target_sample_s)
                 method = "graph"
             except GpuPerfError:
                 raise
@@ -141,7 +153,7 @@ class CupyBackend:
                 method, nodes = "events", None
                 notes.append(f"CUDA-graph capture failed ({type(exc).__name__}: {_first_line(exc)}); timed with events")
                 self._sync(f"recovering from a failed capture of variant {variant.name!r}")
-            check_captured_work(variant.name, method, nodes, trace)
+                check_captured_work(variant.name, method, nodes, trace)
             self._warm(segments, warmup_s)
         audited = "cupti" if trace is not None else "capture"
         return Prepared(
@@ -245,28 +257,24 @@ class CupyBackend:
                 return
 
     def _graph_segments(
-        self, launch: Callable[[], Any], flush: bool, batch: int, target_sample_s: float, name: str
-    ) -> tuple[list[_Segment], int, float | None]:
-        """Segments replaying ``batch`` launches, the batch, and the GPU operations one launch captured."""
+        self, launch: Callable[[], Any], flush: bool, batch: int, target_sample_s: float
+    ) -> tuple[list[_Segment], int]:
         for attempt in range(2):
             if not flush:
-                g = self._capture(lambda: _repeat(launch, batch), name)
+                g = self._capture(lambda: _repeat(launch, batch))
                 segments = [_Segment(g.replay, +1, keep=g)]
-                nodes = None if g.work_nodes is None else g.work_nodes / batch
             else:
-                gk = self._capture(lambda: _repeat(lambda: (self._flush(), launch()), batch), name)
-                gf = self._capture(lambda: _repeat(self._flush, batch), name)
+                gk = self._capture(lambda: _repeat(lambda: (self._flush(), launch()), batch))
+                gf = self._capture(lambda: _repeat(self._flush, batch))
                 segments = [_Segment(gk.replay, +1, keep=gk), _Segment(gf.replay, -1, keep=gf)]
-                known = gk.work_nodes is not None and gf.work_nodes is not None
-                nodes = (gk.work_nodes - gf.work_nodes) / batch if known else None  # type: ignore[operator]
             replay_s = self._timed(segments[0].run, 3)
             self._sync("replaying a captured graph")
-            if attempt == 0 and replay_s < 0.5 * target_sample_s and batch < MAX_BATCH and nodes != 0:
+            if attempt == 0 and replay_s < 0.5 * target_sample_s and batch < MAX_BATCH:
                 # The first estimate included launch overhead; size the batch on the replay.
                 batch = min(MAX_BATCH, max(batch + 1, math.ceil(batch * target_sample_s / max(replay_s, 1e-9))))
                 continue
-            return segments, batch, nodes
-        return segments, batch, nodes
+            return segments, batch
+        return segments, batch
 
     def _event_segments(
         self, launch: Callable[[], Any], flush: bool, per_launch: float, target_sample_s: float

@@ -7,9 +7,9 @@ Two capture paths, one result (a graph replayed on the timing stream):
   allocations made during capture to the graph's private memory pool, so a launch such as
   ``torch.mul(x, 2)`` (which allocates its output) stays correct when replayed.
 
-Every capture is inspected through the driver (``cuGraphGetNodes``): a graph holding no
-kernel, copy or memset node means the launch enqueued its work somewhere else, and the
-replay would time nothing.
+A trial capture of one launch through CuPy is inspected through the driver
+(``cuGraphGetNodes``): a graph holding no kernel, copy or memset node means the launch
+enqueued its work somewhere else, and a replay would time nothing.
 """
 from __future__ import annotations
 
@@ -73,8 +73,8 @@ def count_work_nodes(graph_handle: int) -> int | None:
     return work
 
 
-def capture_cupy(stream: Any, body: Callable[[], None]) -> Captured:
-    """Capture ``body`` on a CuPy stream (which must be current) and upload the graph."""
+def capture_cupy(stream: Any, body: Callable[[], None], upload: bool = True) -> Captured:
+    """Capture ``body`` on a CuPy stream (which must be current); upload the graph for replay."""
     stream.begin_capture()
     try:
         body()
@@ -86,22 +86,20 @@ def capture_cupy(stream: Any, body: Callable[[], None]) -> Captured:
             pass
         raise
     graph = stream.end_capture()
-    if hasattr(graph, "upload"):
+    if upload and hasattr(graph, "upload"):
         graph.upload(stream)
     return Captured(lambda: graph.launch(stream), count_work_nodes(int(getattr(graph, "graph", 0) or 0)), graph)
 
 
 def capture_torch(stream: Any, body: Callable[[], None]) -> Captured:
-    """Capture ``body`` with ``torch.cuda.CUDAGraph`` on a torch stream that is current."""
+    """Capture ``body`` with ``torch.cuda.CUDAGraph`` on a torch stream that is current.
+
+    Its GPU operations are not counted: the trial capture (``capture_cupy``) counted them.
+    """
     import torch
 
-    try:
-        graph = torch.cuda.CUDAGraph(keep_graph=True)
-        inspectable = True
-    except TypeError:  # torch before 2.6 has no keep_graph: the node count stays unknown
-        graph = torch.cuda.CUDAGraph()
-        inspectable = False
-    graph.capture_begin(capture_error_mode="thread_local")
+    graph = torch.cuda.CUDAGraph()
+    graph.capture_begin(capture_error_mode="relaxed")
     try:
         body()
     except BaseException:
@@ -111,12 +109,9 @@ def capture_torch(stream: Any, body: Callable[[], None]) -> Captured:
             pass
         raise
     graph.capture_end()
-    nodes = count_work_nodes(int(graph.raw_cuda_graph())) if inspectable else None
-    if inspectable:
-        graph.instantiate()
 
     def replay() -> None:
         with torch.cuda.stream(stream):
             graph.replay()
 
-    return Captured(replay, nodes, graph)
+    return Captured(replay, None, graph)

@@ -30,4 +30,4 @@ def test_compiled_fuses(gpu_perf, compiled):
     fn, x = compiled
     eager = Variant("eager", lambda: scale_shift_relu(x), bytes=8 * N)
     fused = Variant("compiled", lambda: fn(x), bytes=8 * N)
-    gpu_perf.assert_speedup(fused, eager, at_least=1.5)
+    gpu_perf.assert_speedup(fused, eager, at_least=2.75)  # H100 SXM: 2.905x [2.900, 2.912]

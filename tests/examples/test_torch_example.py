@@ -33,6 +33,6 @@ def test_one_pass_beats_two(gpu_perf, tensors):
     x, y, tmp = tensors
     two_pass = Variant("mul_then_copy", lambda: (torch.mul(x, 2.0, out=tmp), y.copy_(tmp)), bytes=8 * N)
     one_pass = Variant("mul", lambda: torch.mul(x, 2.0, out=y), bytes=8 * N)
-    gpu_perf.assert_speedup(one_pass, two_pass, at_least=1.2)
+    gpu_perf.assert_speedup(one_pass, two_pass, at_least=1.88)  # H100 SXM: 1.992x [1.987, 1.997]
     allocating = gpu_perf.measure(Variant("mul_allocating", lambda: x * 2.0, bytes=8 * N))
     gpu_perf.record("bandwidth_fraction", allocating.bandwidth / gpu_perf.copy_bandwidth())
