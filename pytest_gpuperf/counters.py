@@ -688,7 +688,7 @@ class GpuCounters:
                         device=ordinal,
                     )
             except CountersUnavailable as exc:
-                from pytest_gpuperf.plugin import SKIP_PREFIX
+                from pytest_gpuperf.session import SKIP_PREFIX
 
                 pytest.skip(SKIP_PREFIX + exc.reason)
         return list(self._cache[key])

@@ -13,7 +13,7 @@ from pytest_gpuperf.gates import Verdict, regression_verdict
 from pytest_gpuperf.options import Settings
 from pytest_gpuperf.report import format_comparison_failure, format_regression_failure
 from pytest_gpuperf.results import Comparison, Measurement, Variant
-from pytest_gpuperf.session import RECORD_KEY, GpuPerfSession
+from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
 from pytest_gpuperf.stats import ratio_of_medians_ci
 from pytest_gpuperf.timing import sampler
 
@@ -48,6 +48,7 @@ class GpuPerf:
                 self._session.guard,
             )
         failure = self._record_measurement(m, check_baseline)
+        self._stop_if_contended(m)
         if failure:
             raise GateFailure(failure)
         return m
@@ -76,6 +77,7 @@ class GpuPerf:
             )
         failures = [f for f in (self._record_measurement(m, True) for m in (c.fast, c.baseline)) if f]
         self._emit({"kind": "comparison", "test": self._item.nodeid, "comparison": c.summary()})
+        self._stop_if_contended(c.fast)
         if c.verdict is Verdict.FAIL:
             failures.insert(0, format_comparison_failure(c))
         elif c.verdict is Verdict.INCONCLUSIVE:
@@ -99,6 +101,16 @@ class GpuPerf:
             return [text]
         warnings.warn(GpuPerfInconclusive(text), stacklevel=3)
         return []
+
+    def _stop_if_contended(self, m: Measurement) -> None:
+        """A measurement shared with other processes ends the test: skipped (or failed under
+        --gpu-perf-inconclusive=fail), so no assertion on its numbers blames the code."""
+        if not m.contended:
+            return
+        text = f"contended: {m.name!r} was measured while other processes used the GPU ({m.health.describe_contention()})"  # type: ignore[union-attr]
+        if self.settings.inconclusive == "fail":
+            raise GateFailure(text + "; rerun on a quiet GPU")
+        pytest.skip(SKIP_PREFIX + text + "; its numbers are neither judged nor stored")
 
     def _emit(self, record: dict[str, Any]) -> None:
         self._item.user_properties.append((RECORD_KEY, record))
@@ -125,8 +137,7 @@ class GpuPerf:
         if m.contended:
             record["verdict"] = str(Verdict.CONTENDED)
             self._emit(record)
-            undecided = self._undecided(f"{m.name!r} was not judged against its baseline: {m.health.contention_note()}")  # type: ignore[union-attr]
-            return undecided[0] if undecided else None
+            return None
         if self.settings.update_baselines:
             record["verdict"] = str(Verdict.RECORDED)
         elif check_baseline and entry is None:

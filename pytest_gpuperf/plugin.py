@@ -10,10 +10,9 @@ import pytest
 from pytest_gpuperf import arch, hookspecs, options
 from pytest_gpuperf.device import DeviceInfo
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfUsageError
-from pytest_gpuperf.session import RECORD_KEY, GpuPerfSession
+from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
-SKIP_PREFIX = "gpu-perf: "
 PERF_OFF = SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf"
 ROLE_KEY = "gpu_perf_role"  # user property on a test skipped for want of a GPU: "perf" or "gpu"
 MAX_LISTED = 10  # missing-baseline notes and shifted comparisons listed in the terminal summary

@@ -21,6 +21,7 @@ from pytest_gpuperf.timing.sampler import SamplingPolicy
 
 PLUGIN_NAME = "gpu_perf_session"
 RECORD_KEY = "gpu_perf"  # key of the records carried in report.user_properties
+SKIP_PREFIX = "gpu-perf: "  # every skip the plugin makes starts so; the summary counts them by reason
 GPU_LOCK_TIMEOUT_S = 3600.0
 
 

@@ -39,6 +39,7 @@ from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.results import CacheMode, ClockState, Variant
 from pytest_gpuperf.timing import audit, graphs, streams
 from pytest_gpuperf.timing.backend import Prepared
+from pytest_gpuperf.timing.health import LOOKBACK_S
 from pytest_gpuperf.timing.nvml import GpuMonitor, OtherActivity
 
 MAX_BATCH = 2048
@@ -198,7 +199,7 @@ class CupyBackend:
         stream_s = time.perf_counter() - t0
         cp.cuda.runtime.deviceSynchronize()
         device_s = time.perf_counter() - t0
-        if escaped_work(stream_s, device_s):
+        if escaped_work(stream_s, device_s) and not self._shared():
             raise GpuPerfError(
                 f"variant {name!r}: its GPU work does not all run on the timing stream: the device stayed busy "
                 f"{1e3 * (device_s - stream_s):.2f} ms after the timing stream drained ({1e3 * stream_s:.2f} ms). "
@@ -212,12 +213,20 @@ class CupyBackend:
         t0 = time.perf_counter()
         self._cp.cuda.runtime.deviceSynchronize()
         busy = time.perf_counter() - t0
-        if busy > ESCAPE_MIN_S * 5:
+        if busy > ESCAPE_MIN_S * 5 and not self._shared():
             names = ", ".join(repr(p.variant.name) for p in prepared)
             raise GpuPerfError(
                 f"timing {names}: the device stayed busy {1e3 * busy:.2f} ms after the timing stream drained; "
                 "some work runs on another stream and would overlap later measurements"
             )
+
+    def _shared(self) -> bool:
+        """Whether other processes are using the GPU: then a slow drain is their time slice, not
+        escaped work (the measurement is reported as contended instead)."""
+        import time
+
+        activity = self._monitor.other_activity(time.time() - LOOKBACK_S)
+        return activity is not None and bool(activity.busy)
 
     def _cold_strategy(self, variant: Variant, cache: CacheMode) -> tuple[Callable[[], Any], bool, list[str]]:
         """How a launch is made cold: rotate input copies, flush L2, or nothing when the data cannot fit."""

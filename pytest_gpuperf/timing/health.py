@@ -16,6 +16,9 @@ from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.timing.nvml import OtherActivity, OtherProcess
 
 POLL_S = 1.0  # between looks at a busy GPU
+# NVML's per-process utilization samples arrive about once a second, so a look at the GPU spans
+# at least this long: a shorter window can hold no sample and make a busy GPU look quiet.
+LOOKBACK_S = 2.0
 
 
 class HealthSource(Protocol):
@@ -43,13 +46,15 @@ class Health:
     def contended(self) -> bool:
         return bool(self.contended_by)
 
+    def describe_contention(self) -> str:
+        return "; ".join(p.describe() for p in self.contended_by)
+
     def contention_note(self) -> str | None:
         if not self.contended_by:
             return None
         return (
-            "contended: other processes used this GPU while it was measured: "
-            + "; ".join(p.describe() for p in self.contended_by)
-            + ". The time is not judged against baselines and is never stored as one."
+            f"contended: other processes used this GPU while it was measured: {self.describe_contention()}. "
+            "The time is not judged against baselines and is never stored as one."
         )
 
     def notes(self) -> list[str]:
@@ -99,8 +104,7 @@ class HealthGuard:
             )
         waited = 0.0
         while self.waited_total_s < self.quiet_wait_s:
-            look_from = source.now() - POLL_S
-            activity = source.other_activity(look_from)
+            activity = source.other_activity(source.now() - LOOKBACK_S)
             if activity is None or not activity.self_found or not activity.busy:
                 break
             step = min(POLL_S, self.quiet_wait_s - self.waited_total_s)
@@ -114,7 +118,7 @@ class HealthGuard:
         reason = source.health_unknown_reason()
         if reason:
             return Health(unknown_reason=reason, waited_s=waited)
-        activity = source.other_activity(started)
+        activity = source.other_activity(min(started, source.now() - LOOKBACK_S))
         if activity is None:
             return Health(unknown_reason="NVML could not list the processes on this GPU", waited_s=waited)
         if not activity.self_found:
