@@ -6,6 +6,14 @@ class GpuPerfError(Exception):
     """A measurement could not be made (CUDA error, bad callable, unusable device)."""
 
 
+class InvalidSample(GpuPerfError):
+    """A timing sample that is not a finite, positive time."""
+
+
+class GpuContended(GpuPerfError):
+    """Other processes used the GPU while it was measured, and the measurement could not be made."""
+
+
 class GpuPerfUsageError(GpuPerfError):
     """A bad option, ini value, environment variable or marker argument."""
 

@@ -1,14 +1,15 @@
 """The ``gpu_perf`` fixture: measure variants, assert speedups, check stored baselines."""
 from __future__ import annotations
 
+import contextlib
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, NoReturn
 
 import pytest
 
 from pytest_gpuperf.device import DeviceInfo
-from pytest_gpuperf.errors import GateFailure
+from pytest_gpuperf.errors import GateFailure, GpuContended
 from pytest_gpuperf.gates import Verdict, regression_verdict
 from pytest_gpuperf.options import Settings
 from pytest_gpuperf.report import format_comparison_failure, format_regression_failure
@@ -38,7 +39,7 @@ class GpuPerf:
     # -- public API -------------------------------------------------------------------
     def measure(self, variant: Variant, *, check_baseline: bool = True) -> Measurement:
         """Time ``variant``; when ``check_baseline``, fail on a significant slowdown vs the stored baseline."""
-        with self._session.gpu_lock():
+        with self._session.gpu_lock(), self._contention_stops_the_test():
             m = sampler.measure(
                 self._session.backend,
                 variant,
@@ -64,7 +65,7 @@ class GpuPerf:
             fast, baseline = fast.renamed(fast.name + "#a"), baseline.renamed(baseline.name + "#b")
         if at_least is not None and not at_least > 0:
             raise ValueError(f"assert_speedup: at_least must be a positive ratio such as 1.10, got {at_least!r}")
-        with self._session.gpu_lock():
+        with self._session.gpu_lock(), self._contention_stops_the_test():
             c = sampler.compare(
                 self._session.backend,
                 fast,
@@ -105,9 +106,20 @@ class GpuPerf:
     def _stop_if_contended(self, m: Measurement) -> None:
         """A measurement shared with other processes ends the test: skipped (or failed under
         --gpu-perf-inconclusive=fail), so no assertion on its numbers blames the code."""
-        if not m.contended:
-            return
-        text = f"contended: {m.name!r} was measured while other processes used the GPU ({m.health.describe_contention()})"  # type: ignore[union-attr]
+        if m.contended:
+            self._stop_contended(
+                f"contended: {m.name!r} was measured while other processes used the GPU "
+                f"({m.health.describe_contention()})"  # type: ignore[union-attr]
+            )
+
+    @contextlib.contextmanager
+    def _contention_stops_the_test(self) -> Iterator[None]:
+        try:
+            yield
+        except GpuContended as exc:
+            self._stop_contended(f"contended: {exc}")
+
+    def _stop_contended(self, text: str) -> NoReturn:
         if self.settings.inconclusive == "fail":
             raise GateFailure(text + "; rerun on a quiet GPU")
         pytest.skip(SKIP_PREFIX + text + "; its numbers are neither judged nor stored")

@@ -8,11 +8,12 @@ claim under (1 - confidence) / 2 in simulation.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
-from pytest_gpuperf.errors import GpuPerfError
+from pytest_gpuperf.errors import GpuContended, GpuPerfError, InvalidSample
 from pytest_gpuperf.gates import Verdict, speedup_verdict
 from pytest_gpuperf.results import CacheMode, ClockState, Comparison, Measurement, Variant
 from pytest_gpuperf.stats import (
@@ -128,9 +129,21 @@ def _check_samples(prepared: Prepared, samples: Sequence[float], first_index: in
             if prepared.subtracts_flush
             else "the timing backend returned it; nothing valid can be computed from it"
         )
-        raise GpuPerfError(
+        raise InvalidSample(
             f"variant {prepared.variant.name!r}: sample {first_index + i + 1} is {t!r} s, not a positive time ({why})."
         )
+
+
+@contextlib.contextmanager
+def _contention_explains(guard: HealthGuard, backend: TimingBackend, started: float, waited: float) -> Iterator[None]:
+    """An impossible sample taken while other processes used the GPU is their doing: contended."""
+    try:
+        yield
+    except InvalidSample as exc:
+        health = guard.after(backend, started, waited)
+        if health.contended:
+            raise GpuContended(f"{exc} Other processes used the GPU meanwhile: {health.describe_contention()}") from None
+        raise
 
 
 def _check_floor(m: Measurement) -> None:
@@ -190,7 +203,8 @@ def measure(
         started, waited = guard.before(backend, f"variant {variant.name!r}")
         prepared = backend.prepare(variant, variant.cache or cache, policy.target_sample_s)
         try:
-            run = _sample(backend, [prepared], policy, policy.budget_s, precise)
+            with _contention_explains(guard, backend, started, waited):
+                run = _sample(backend, [prepared], policy, policy.budget_s, precise)
         finally:
             backend.release(prepared)
         result = _measurement(prepared, run.samples[0], policy, run, device_key, guard.after(backend, started, waited))
@@ -235,12 +249,13 @@ def compare(
     pf = backend.prepare(fast, fast.cache or cache, policy.target_sample_s)
     pb = backend.prepare(baseline, baseline.cache or cache, policy.target_sample_s)
     try:
-        run = _sample(backend, [pf, pb], policy, policy.budget_s, precise)
-        speedup, shift, verdict = judge(run)
-        if verdict is Verdict.INCONCLUSIVE and policy.extension_budget_s > 0:
-            run = _sample(backend, [pf, pb], policy, policy.extension_budget_s, lambda _: False, run)
-            run.stop_reason = "extended:" + run.stop_reason
+        with _contention_explains(guard, backend, started, waited):
+            run = _sample(backend, [pf, pb], policy, policy.budget_s, precise)
             speedup, shift, verdict = judge(run)
+            if verdict is Verdict.INCONCLUSIVE and policy.extension_budget_s > 0:
+                run = _sample(backend, [pf, pb], policy, policy.extension_budget_s, lambda _: False, run)
+                run.stop_reason = "extended:" + run.stop_reason
+                speedup, shift, verdict = judge(run)
     finally:
         backend.release(pf)
         backend.release(pb)

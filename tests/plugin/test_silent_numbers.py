@@ -170,3 +170,14 @@ def test_the_run_waits_for_a_job_that_leaves(pytester: pytest.Pytester, fake_gpu
     measurement = json.loads((pytester.path / "report.json").read_text())["tests"][0]["measurements"][0]["measurement"]
     assert measurement["health"]["state"] == "ok"
     assert measurement["health"]["waited_s"] == 5.0  # quiet: no other process in the last LOOKBACK_S (2 s)
+
+
+def test_an_impossible_sample_under_load_is_contention_not_an_error(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None]
+) -> None:
+    """Time-slicing with another job can push a cold-mode subtraction below zero (H100, 2026-11-27)."""
+    fake_gpu(times={"k": 5e-6}, FAKE_OTHERS=BUSY, FAKE_INJECT=json.dumps({"k": [-7e-5]}))
+    pytester.makepyfile(MEASURE_ONE)
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-quiet-wait=0", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*contended: variant 'k': sample 1 is -7e-05 s*Other processes used the GPU meanwhile: pid 4242*"])
