@@ -9,6 +9,11 @@ class GpuPerfError(Exception):
 class InvalidSample(GpuPerfError):
     """A timing sample that is not a finite, positive time."""
 
+    def __init__(self, message: str, variant: str, value: float):
+        super().__init__(message)
+        self.variant = variant
+        self.value = value
+
 
 class GpuContended(GpuPerfError):
     """Other processes used the GPU while it was measured, and the measurement could not be made."""

@@ -67,7 +67,8 @@ class FakeBackend:
     (a GPU that moved to another clock or power level during the run).
 
     The GPU's health and the ways a real GPU can yield a wrong number:
-    - ``nvml=False``: clocks, throttling and other processes cannot be read;
+    - ``nvml=False``: clocks, throttling and other processes cannot be read; ``mig=True``: the
+      GPU is partitioned (MIG);
     - ``other_processes``: dicts ``{"pid", "name", "sm_percent", "until_s"}`` of processes using
       the GPU (until ``until_s`` simulated seconds, or for ever); while any is busy every sample
       takes ``contended_factor`` times as long;
@@ -95,6 +96,7 @@ class FakeBackend:
         call_launch: bool = True,
         levels: Mapping[str, tuple[float, float]] | None = None,
         nvml: bool = True,
+        mig: bool = False,
         other_processes: Sequence[Mapping[str, Any]] = (),
         contended_factor: float = 2.0,
         inject: Mapping[str, Sequence[float]] | None = None,
@@ -113,6 +115,7 @@ class FakeBackend:
         self._levels = dict(levels or {})
         self.prepared_names: list[str] = []
         self._nvml = nvml
+        self._mig = mig
         self._others = [dict(p) for p in other_processes]
         self.contended_factor = contended_factor
         self._inject = {k: list(v) for k, v in (inject or {}).items()}
@@ -180,7 +183,7 @@ class FakeBackend:
             for p in self._others
             if float(p.get("until_s") or math.inf) > since
         )
-        return OtherActivity(present)
+        return OtherActivity(present, mig=self._mig)
 
     def now(self) -> float:
         return self._clock

@@ -41,6 +41,7 @@ class Health:
     contended_by: tuple[OtherProcess, ...] = ()
     unattributed: tuple[OtherProcess, ...] = ()  # present, but NVML cannot tell them from this process
     waited_s: float = 0.0
+    mig: bool = False
 
     @property
     def contended(self) -> bool:
@@ -71,6 +72,10 @@ class Health:
             )
         if self.waited_s:
             out.append(f"waited {self.waited_s:.0f} s for other processes to leave the GPU")
+        if self.mig:
+            out.append(
+                "the GPU is in MIG mode: work in other MIG instances shares its memory bandwidth and is not detected"
+            )
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -80,6 +85,7 @@ class Health:
             "contended_by": [{"pid": p.pid, "name": p.name, "sm_percent": p.sm_percent} for p in self.contended_by],
             "unattributed": [{"pid": p.pid, "name": p.name} for p in self.unattributed],
             "waited_s": self.waited_s,
+            "mig": self.mig,
         }
 
 
@@ -122,5 +128,5 @@ class HealthGuard:
         if activity is None:
             return Health(unknown_reason="NVML could not list the processes on this GPU", waited_s=waited)
         if not activity.self_found:
-            return Health(unattributed=activity.present, waited_s=waited)
-        return Health(contended_by=activity.busy, waited_s=waited)
+            return Health(unattributed=activity.present, waited_s=waited, mig=activity.mig)
+        return Health(contended_by=activity.busy, waited_s=waited, mig=activity.mig)

@@ -59,6 +59,7 @@ class OtherActivity:
 
     present: tuple[OtherProcess, ...] = ()
     self_found: bool = True  # this process appeared in NVML's list (PIDs share a namespace)
+    mig: bool = False  # the GPU is partitioned (MIG): other instances' work is not listed
 
     @property
     def busy(self) -> tuple[OtherProcess, ...]:
@@ -149,7 +150,17 @@ class GpuMonitor:
             pass
         except Exception:  # per-process utilization not supported: SM use unknown
             peak = None
-        return activity_of({int(p.pid) for p in listed}, os.getpid(), peak, _process_name)
+        activity = activity_of({int(p.pid) for p in listed}, os.getpid(), peak, _process_name)
+        return dataclasses.replace(activity, mig=self._mig_enabled())
+
+    def _mig_enabled(self) -> bool:
+        import pynvml
+
+        try:
+            current, _pending = pynvml.nvmlDeviceGetMigMode(self._handle)
+        except Exception:  # not supported on this GPU
+            return False
+        return bool(current)
 
 
 def activity_of(

@@ -130,7 +130,9 @@ def _check_samples(prepared: Prepared, samples: Sequence[float], first_index: in
             else "the timing backend returned it; nothing valid can be computed from it"
         )
         raise InvalidSample(
-            f"variant {prepared.variant.name!r}: sample {first_index + i + 1} is {t!r} s, not a positive time ({why})."
+            f"variant {prepared.variant.name!r}: sample {first_index + i + 1} is {t!r} s, not a positive time ({why}).",
+            prepared.variant.name,
+            t,
         )
 
 
@@ -142,7 +144,10 @@ def _contention_explains(guard: HealthGuard, backend: TimingBackend, started: fl
     except InvalidSample as exc:
         health = guard.after(backend, started, waited)
         if health.contended:
-            raise GpuContended(f"{exc} Other processes used the GPU meanwhile: {health.describe_contention()}") from None
+            raise GpuContended(
+                f"variant {exc.variant!r} gave an impossible sample ({exc.value!r} s) while other processes used "
+                f"the GPU ({health.describe_contention()})"
+            ) from None
         raise
 
 

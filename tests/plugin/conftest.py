@@ -38,6 +38,7 @@ FAKE_CONFTEST = textwrap.dedent(
             throttled=os.environ.get("FAKE_THROTTLED") == "1",
             levels=json.loads(os.environ.get("FAKE_LEVELS", "{}")),
             nvml=os.environ.get("FAKE_NVML", "1") == "1",
+            mig=os.environ.get("FAKE_MIG") == "1",
             other_processes=json.loads(os.environ.get("FAKE_OTHERS", "[]")),
             inject=json.loads(os.environ.get("FAKE_INJECT", "{}")),
             captured_work=json.loads(os.environ.get("FAKE_CAPTURED", "{}")),

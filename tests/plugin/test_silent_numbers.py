@@ -180,4 +180,16 @@ def test_an_impossible_sample_under_load_is_contention_not_an_error(
     pytester.makepyfile(MEASURE_ONE)
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-quiet-wait=0", "-rs")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*contended: variant 'k': sample 1 is -7e-05 s*Other processes used the GPU meanwhile: pid 4242*"])
+    result.stdout.fnmatch_lines([
+        "*contended: variant 'k' gave an impossible sample (-7e-05 s) while other processes used the GPU "
+        "(pid 4242 (other-job, 97% SM)); its numbers are neither judged nor stored*"
+    ])
+
+
+def test_a_mig_partition_is_stated(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(times={"k": 5e-6}, FAKE_MIG="1")
+    pytester.makepyfile(MEASURE_ONE)
+    pytester.runpytest("--gpu-perf", "--gpu-perf-json=report.json").assert_outcomes(passed=1)
+    measurement = json.loads((pytester.path / "report.json").read_text())["tests"][0]["measurements"][0]["measurement"]
+    assert measurement["health"]["mig"] is True
+    assert any("MIG mode" in note for note in measurement["notes"])
