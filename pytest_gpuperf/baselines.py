@@ -25,7 +25,7 @@ from filelock import FileLock
 
 from pytest_gpuperf.errors import BaselineFileError
 from pytest_gpuperf.files import atomic_write_json, parse_json_object, read_json_object
-from pytest_gpuperf.stats import Interval
+from pytest_gpuperf.stats import Estimate, Interval, estimate_from_interval
 
 SCHEMA = "pytest-gpuperf/baselines/1"
 LOCK_TIMEOUT_S = 120.0
@@ -50,6 +50,16 @@ class Entry:
     @property
     def interval(self) -> Interval:
         return Interval(self.median_s, self.ci_low_s, self.ci_high_s, self.confidence)
+
+    def estimate(self) -> Estimate:
+        """The stored log-time estimate (from the interval, for entries that stored none)."""
+        return _estimate(self.extra.get("estimate")) or estimate_from_interval(self.interval)
+
+    def calibration(self) -> tuple[str, Estimate] | None:
+        """The stored reference kernel's name and log(t / t_reference), if recorded with one."""
+        raw = self.extra.get("calibration")
+        est = _estimate(raw)
+        return (str(raw["reference"]), est) if est is not None and isinstance(raw.get("reference"), str) else None
 
     def problem(self) -> str | None:
         """Why the reader would refuse this entry (so an update must not write it), or None."""
@@ -77,7 +87,8 @@ class Entry:
     @classmethod
     def from_measurement(cls, m: Mapping[str, Any]) -> "Entry":
         """From a Measurement summary (``Measurement.summary()``)."""
-        extra = {k: m[k] for k in ("bytes", "flops", "batch", "throttled", "sm_clock_mhz") if m.get(k) is not None}
+        kept = ("bytes", "flops", "batch", "throttled", "sm_clock_mhz", "estimate", "calibration")
+        extra = {k: m[k] for k in kept if m.get(k) is not None}
         return cls(
             median_s=m["median_s"],
             ci_low_s=m["ci_low_s"],
@@ -96,6 +107,27 @@ def _fail(path: Path, field_name: str, problem: str) -> BaselineFileError:
     return BaselineFileError(
         f"baseline file {path}: field {field_name!r} {problem}. Fix the file or restore it from version "
         f"control; to start over for this GPU delete it and run with --gpu-perf-update-baselines."
+    )
+
+
+def _estimate(raw: Any) -> Estimate | None:
+    """An ``Estimate`` from its stored summary; None when absent or malformed."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        center, se, df = float(raw["log_center"]), float(raw["log_se"]), int(raw["df"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (math.isfinite(center) and math.isfinite(se) and se >= 0 and df >= 1):
+        return None
+    return Estimate(
+        center,
+        se,
+        df,
+        int(raw.get("n", df + 1)),
+        float(raw.get("lag1", 0.0)),
+        int(raw.get("batch_size", 0)),
+        int(raw.get("needed_batch_size", 0)),
     )
 
 

@@ -10,12 +10,12 @@ import pytest
 
 from pytest_gpuperf.device import DeviceInfo
 from pytest_gpuperf.errors import GateFailure, GpuContended
-from pytest_gpuperf.gates import Verdict, regression_verdict
+from pytest_gpuperf.gates import Verdict
 from pytest_gpuperf.options import Settings
-from pytest_gpuperf.report import format_comparison_failure, format_regression_failure
+from pytest_gpuperf.report import format_against_failure, format_comparison_failure, format_regression_failure
 from pytest_gpuperf.results import Comparison, Measurement, Variant
 from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
-from pytest_gpuperf.stats import ratio_of_medians_ci
+from pytest_gpuperf.regression import check_against, check_regression
 from pytest_gpuperf.timing import sampler
 
 
@@ -35,10 +35,19 @@ class GpuPerf:
         self.device: DeviceInfo = device
         self._module = _module_path(item)
         self._test_key = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
+        self._pairing: Any = None  # REV's variants of this test (--gpu-perf-against), built on first use
 
     # -- public API -------------------------------------------------------------------
     def measure(self, variant: Variant, *, check_baseline: bool = True) -> Measurement:
-        """Time ``variant``; when ``check_baseline``, fail on a significant slowdown vs the stored baseline."""
+        """Time ``variant``; when ``check_baseline``, fail on a significant slowdown vs the stored
+        baseline (or, under ``--gpu-perf-against REV``, vs the same variant built from REV)."""
+        if check_baseline and self._rev_variant(variant) is not None:
+            pair = self._against(variant)
+            failure = self._record_measurement(pair.fast, True, pair)
+            self._stop_if_contended(pair.fast)
+            if failure:
+                raise GateFailure(failure)
+            return pair.fast
         with self._session.gpu_lock(), self._contention_stops_the_test():
             m = sampler.measure(
                 self._session.backend,
@@ -47,6 +56,7 @@ class GpuPerf:
                 self.settings.cache,
                 self.device.key,
                 self._session.guard,
+                self._session.reference_for(variant, self.settings) if check_baseline else None,
             )
         failure = self._record_measurement(m, check_baseline)
         self._stop_if_contended(m)
@@ -75,8 +85,10 @@ class GpuPerf:
                 self.settings.cache,
                 self.device.key,
                 self._session.guard,
+                self._session.reference_for(fast, self.settings),
             )
-        failures = [f for f in (self._record_measurement(m, True) for m in (c.fast, c.baseline)) if f]
+        pairs = {v.name: self._against(v) for v in (fast, baseline) if self._rev_variant(v) is not None}
+        failures = [f for f in (self._record_measurement(m, True, pairs.get(m.name)) for m in (c.fast, c.baseline)) if f]
         self._emit({"kind": "comparison", "test": self._item.nodeid, "comparison": c.summary()})
         self._stop_if_contended(c.fast)
         if c.verdict is Verdict.FAIL:
@@ -96,6 +108,34 @@ class GpuPerf:
         return self._session.copy_bandwidth()
 
     # -- internals --------------------------------------------------------------------
+    def _rev_variant(self, variant: Variant) -> Variant | None:
+        """``variant``'s namesake built from ``--gpu-perf-against``'s revision, or None."""
+        revision = self._session.against
+        if revision is None:
+            return None
+        if self._pairing is None:
+            from pytest_gpuperf.against import pair
+
+            funcargs = getattr(self._item, "funcargs", {})
+            self._pairing = pair(revision, self._module, self._test_key, funcargs, self)
+        return self._pairing.variants.get(variant.name)
+
+    def _against(self, variant: Variant) -> Comparison:
+        """``variant`` timed interleaved with its REV namesake: speedup = t(REV) / t(now)."""
+        rev = self._rev_variant(variant)
+        assert rev is not None
+        with self._session.gpu_lock(), self._contention_stops_the_test():
+            return sampler.compare(
+                self._session.backend,
+                variant,
+                rev.renamed(variant.name + "@rev"),
+                self._session.policy(self.settings),
+                None,
+                self.settings.cache,
+                self.device.key,
+                self._session.guard,
+            )
+
     def _undecided(self, text: str) -> list[str]:
         """An undecided gate: a failure under --gpu-perf-inconclusive=fail, else a warning."""
         if self.settings.inconclusive == "fail":
@@ -127,11 +167,12 @@ class GpuPerf:
     def _emit(self, record: dict[str, Any]) -> None:
         self._item.user_properties.append((RECORD_KEY, record))
 
-    def _record_measurement(self, m: Measurement, check_baseline: bool) -> str | None:
-        """Record ``m`` and judge it against its stored baseline; return a failure message or None."""
+    def _record_measurement(self, m: Measurement, check_baseline: bool, pair: Comparison | None = None) -> str | None:
+        """Record ``m`` and judge it against its REV namesake (``pair``) or its stored baseline;
+        return a failure message or None."""
         key = f"{self._test_key}::{m.name}"
         store = self._session.store
-        consult = check_baseline and not self.settings.update_baselines
+        consult = check_baseline and not self.settings.update_baselines and pair is None
         entry = store.lookup(self.device.key, self._module, key) if consult else None
         record: dict[str, Any] = {
             "kind": "measurement",
@@ -152,13 +193,21 @@ class GpuPerf:
             return None
         if self.settings.update_baselines:
             record["verdict"] = str(Verdict.RECORDED)
+        elif pair is not None:
+            check = check_against(pair, self.settings.tolerance)
+            record["regression"] = check.summary() | {"against": self._session.against_label}
+            record["verdict"] = str(check.verdict)
+            if check.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
+                text = format_against_failure(pair, check, self._session.against_label)
+                self._emit(record)
+                return text if check.verdict is Verdict.FAIL else next(iter(self._undecided(text)), None)
         elif check_baseline and entry is None:
             path = store.path_for(self.device.key, self._module)
             message = (
                 f"no stored baseline for {key!r} on {self.device.key} (looked in {path}); "
                 "record one with: pytest --gpu-perf --gpu-perf-update-baselines"
             )
-            record["note"] = message
+            record["note"] = message + self._unpaired_note()
             self._emit(record)
             if self.settings.missing_baseline == "fail":
                 return message
@@ -166,21 +215,13 @@ class GpuPerf:
                 pytest.skip(message)
             return None
         elif entry is not None:
-            slowdown = ratio_of_medians_ci(
-                m.interval, entry.interval, self.settings.confidence, self.settings.machine_noise
-            )
-            verdict = regression_verdict(slowdown, self.settings.tolerance)
-            record["regression"] = {
-                "slowdown": slowdown.estimate,
-                "ci_low": slowdown.low,
-                "ci_high": slowdown.high,
-                "tolerance": self.settings.tolerance,
-                "verdict": str(verdict),
-            }
+            check = check_regression(m, entry, self.settings.tolerance, self.settings.machine_noise)
+            verdict = check.verdict
+            record["regression"] = check.summary()
             record["verdict"] = str(verdict)
             if verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
                 text = format_regression_failure(
-                    m, entry, slowdown, self.settings.tolerance, self.device.key, store.path_for(self.device.key, self._module)
+                    m, entry, check, self.device.key, store.path_for(self.device.key, self._module)
                 )
                 if verdict is Verdict.FAIL:
                     failure = text
@@ -190,6 +231,12 @@ class GpuPerf:
                     return undecided[0] if undecided else None
         self._emit(record)
         return failure
+
+
+    def _unpaired_note(self) -> str:
+        if self._session.against is None or self._pairing is None or not self._pairing.reason:
+            return ""
+        return f"; not paired with {self._session.against_label}: {self._pairing.reason}"
 
 
 def _module_path(item: pytest.Item) -> str:

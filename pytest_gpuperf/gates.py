@@ -6,13 +6,17 @@ speedup S = t_baseline / t_fast:
     FAIL          the whole interval is below m
     INCONCLUSIVE  the interval contains m (after re-sampling up to the budget)
 
-Regression gate, on the interval of the slowdown R = t_now / t_stored and the tolerance τ:
-    FAIL          R > 1 + τ/2 and the interval excludes 1 (a real slowdown, past halfway to τ)
-    INCONCLUSIVE  R > 1 + τ/2 but the interval still contains 1 (too noisy to tell)
-    PASS          otherwise; IMPROVED is reported when R < 1 - τ/2 and the interval excludes 1
-Putting the decision halfway between "no change" and τ is what lets one setting keep A/A
-false alarms under 1% and still catch a true slowdown of τ more than 95% of the time at
-1-3% sample noise (``tests/plugin/test_gate_statistics.py`` measures both).
+Regression gate, on the interval of the slowdown R = t_now / t_stored (each time relative
+to a reference kernel timed in the same rounds, when both runs have one), the tolerance τ
+and the machine band b, with the threshold θ = max(τ/2, b):
+    FAIL          the whole interval lies above 1 + θ
+    INCONCLUSIVE  R > 1 + θ, but the interval reaches below 1 + θ (not established)
+    IMPROVED      the whole interval lies below 1 - θ
+    PASS          otherwise
+θ is a noise threshold in the manner of criterion's: a slowdown smaller than the band is
+never a failure, however sure; deciding at τ/2 catches a true slowdown of τ whenever the
+interval is narrower than τ/2. Either gate's PASS/FAIL becomes INCONCLUSIVE when its
+estimate's batches are not independent (``stats.Estimate.independent``).
 """
 from __future__ import annotations
 
@@ -45,12 +49,19 @@ def speedup_verdict(speedup: Interval, at_least: float | None) -> Verdict:
     return Verdict.INCONCLUSIVE
 
 
-def regression_verdict(slowdown: Interval, tolerance: float) -> Verdict:
+def regression_threshold(tolerance: float, band: float = 0.0) -> float:
+    """θ: the relative slowdown beyond which an established one fails (see module doc)."""
+    return max(tolerance / 2.0, band)
+
+
+def regression_verdict(slowdown: Interval, tolerance: float, band: float = 0.0, independent: bool = True) -> Verdict:
     """Outcome of comparing a measurement with its stored baseline (see module doc)."""
-    threshold = tolerance / 2.0
+    threshold = regression_threshold(tolerance, band)
+    if slowdown.low > 1.0 + threshold:
+        return Verdict.FAIL if independent else Verdict.INCONCLUSIVE
     if slowdown.estimate > 1.0 + threshold:
-        return Verdict.FAIL if slowdown.low > 1.0 else Verdict.INCONCLUSIVE
-    if slowdown.estimate < 1.0 - threshold and slowdown.high < 1.0:
+        return Verdict.INCONCLUSIVE
+    if slowdown.high < 1.0 - threshold and independent:
         return Verdict.IMPROVED
     return Verdict.PASS
 

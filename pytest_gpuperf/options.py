@@ -225,6 +225,25 @@ SETTINGS: tuple[Setting, ...] = (
         flag_only=True,
     ),
     Setting(
+        "calibrate",
+        "Time a reference kernel (a device copy, or a tensor-core GEMM for compute-bound work) in the same "
+        "rounds as every checked variant, store the ratio with baselines and compare ratios, so a faster or "
+        "slower machine or clock level cancels; off compares raw times (faster, machine-sensitive).",
+        _bool,
+        True,
+        per_test=True,
+        metavar="{on,off}",
+    ),
+    Setting(
+        "against",
+        "Also build each perf test's variants from this git revision (or another checkout's folder) and "
+        "time each variant interleaved with its namesake from there: the regression check compares the two "
+        "in the same rounds, so the machine cancels (e.g. a pull request's merge base).",
+        _path,
+        None,
+        metavar="REV",
+    ),
+    Setting(
         "require-health",
         "Fail a measurement whose clocks and throttling cannot be read (NVML missing) instead of noting it.",
         _bool,
@@ -309,6 +328,8 @@ class Settings:
     plots_dir: Path | None = None
     require_health: bool = False
     quiet_wait: float = 60.0
+    calibrate: bool = True
+    against: str | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
@@ -335,6 +356,8 @@ class Settings:
             counters=values["counters"],
             plots_dir=_anchor(config, values["plots"], sources["plots"]) if values["plots"] else None,
             require_health=values["require-health"],
+            calibrate=values["calibrate"],
+            against=values["against"],
             quiet_wait=values["quiet-wait"],
         )
 

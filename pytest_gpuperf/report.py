@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 if TYPE_CHECKING:
     from pytest_gpuperf.baselines import Change, Entry
+    from pytest_gpuperf.regression import RegressionCheck
     from pytest_gpuperf.results import Comparison, Measurement
     from pytest_gpuperf.stats import Interval
 
@@ -60,17 +61,21 @@ def format_comparison_failure(c: "Comparison") -> str:
         _measurement_row(c.fast),
         _measurement_row(c.baseline),
     ]
+    basis = (
+        f"batch means over {c.rounds} interleaved rounds, look {c.looks} of {c.schedule_looks}"
+        if c.estimate
+        else f"{c.rounds} interleaved rounds, too few to batch"
+    )
     return (
         f"{head}\n{_table(rows)}\n"
-        f"  speedup   {c.speedup:.4f}x  {_ci(c.ci_low, c.ci_high)} ({100 * c.confidence:g}% bootstrap CI, "
-        f"{c.rounds} interleaved rounds)\n"
+        f"  speedup   {c.speedup:.4f}x  {_ci(c.ci_low, c.ci_high)} ({100 * c.confidence:g}% CI, {basis})\n"
         f"  required  >= {c.at_least:.4f}x: {why}"
         + "".join(f"\n  note      {note}" for note in c.notes)
     )
 
 
 def format_regression_failure(
-    m: "Measurement", entry: "Entry", slowdown: "Interval", tolerance: float, device_key: str, path: Path
+    m: "Measurement", entry: "Entry", check: "RegressionCheck", device_key: str, path: Path
 ) -> str:
     rows = [
         ["", "median", f"{100 * m.confidence:g}% CI", "samples", "recorded"],
@@ -83,19 +88,50 @@ def format_regression_failure(
             entry.recorded_at,
         ],
     ]
-    clocks = _clock_note(m, entry)
-    decided = slowdown.low > 1.0
+    s = check.slowdown
+    limit = 1 + check.threshold
+    decided = check.verdict.value == "fail"
     head = "performance REGRESSION" if decided else "regression check INCONCLUSIVE"
+    basis = (
+        f"relative to {check.calibrated_by} timed in the same rounds, now and when recorded"
+        if check.calibrated_by
+        else "raw times: no reference kernel was timed with both runs"
+    )
+    if decided:
+        why = "the whole interval lies above it"
+    elif not check.independent:
+        why = "but consecutive samples stayed correlated beyond what the run's rounds can resolve"
+    else:
+        why = f"but the interval reaches below {limit:.4f}x, so the slowdown is not established"
     return (
-        f"{head}: {m.name!r} is {100 * (slowdown.estimate - 1):.1f}% slower than its stored "
+        f"{head}: {m.name!r} is {100 * (s.estimate - 1):.1f}% slower than its stored "
         f"baseline for {device_key} ({path})\n{_table(rows)}\n"
-        f"  slowdown  {slowdown.estimate:.4f}x {_ci(slowdown.low, slowdown.high)}; the gate fails above "
-        f"{1 + tolerance / 2:.4f}x (half the {100 * tolerance:g}% tolerance) when the interval excludes 1.0"
-        + ("" if decided else "; this interval still contains 1.0, so the slowdown is not established")
-        + "\n"
-        + clocks
+        f"  slowdown  {s.estimate:.4f}x {_ci(s.low, s.high)} ({100 * s.confidence:g}% CI, {basis})\n"
+        f"  threshold {limit:.4f}x = 1 + max(tolerance {100 * check.tolerance:g}% / 2, machine band "
+        f"{100 * check.band:g}%): {why}\n"
+        + _clock_note(m, entry)
         + "  If the change is intended (new hardware, an accepted trade-off), re-record with "
         "pytest --gpu-perf --gpu-perf-update-baselines"
+    )
+
+
+def format_against_failure(pair: "Comparison", check: "RegressionCheck", label: str) -> str:
+    """A variant slower than its namesake built from another revision, timed in the same rounds."""
+    s = check.slowdown
+    limit = 1 + check.threshold
+    decided = check.verdict.value == "fail"
+    head = "performance REGRESSION" if decided else "regression check INCONCLUSIVE"
+    rows = [
+        ["variant", "median", f"{100 * pair.fast.confidence:g}% CI", "noise (IQR)", "samples", "mode"],
+        _measurement_row(pair.fast),
+        _measurement_row(pair.baseline),
+    ]
+    why = "the whole interval lies above it" if decided else f"but the interval reaches below {limit:.4f}x"
+    return (
+        f"{head}: {pair.fast.name!r} is {100 * (s.estimate - 1):.1f}% slower than at {label}, timed in the same "
+        f"rounds\n{_table(rows)}\n"
+        f"  slowdown  {s.estimate:.4f}x {_ci(s.low, s.high)} ({100 * s.confidence:g}% CI, {pair.rounds} interleaved rounds)\n"
+        f"  threshold {limit:.4f}x = 1 + tolerance {100 * check.tolerance:g}% / 2: {why}"
     )
 
 

@@ -1,12 +1,13 @@
 """What a user passes in (``Variant``) and gets back (``Measurement``, ``Comparison``)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from pytest_gpuperf.gates import Verdict
-from pytest_gpuperf.stats import Interval, LevelShift
+from pytest_gpuperf.stats import Estimate, Interval, LevelShift
 
 if TYPE_CHECKING:
     from pytest_gpuperf.timing.health import Health
@@ -32,6 +33,9 @@ class Variant:
     ``rotations`` (optional) are launches of the same work on distinct input copies. In cold
     mode they are cycled instead of flushing L2, which is far less noisy for kernels of a
     few microseconds; together they should cover at least twice the L2 size.
+
+    ``reference`` names the reference kernel that regression checks calibrate against (see
+    ``reference_kind``); ``"none"`` compares raw times only.
     """
 
     name: str
@@ -40,6 +44,7 @@ class Variant:
     flops: int | None = None
     cache: CacheMode | None = None
     rotations: tuple[Callable[[], Any], ...] = field(default=(), repr=False)
+    reference: str | None = None  # "copy", "gemm", "none"; None picks by the declared bytes and flops
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -50,9 +55,23 @@ class Variant:
             raise ValueError(f"Variant {self.name!r}: cache must be 'cold' or 'hot', got {self.cache!r}")
         if not all(callable(r) for r in self.rotations):
             raise TypeError(f"Variant {self.name!r}: rotations must be a tuple of callables")
+        if self.reference not in (None, "copy", "gemm", "none"):
+            raise ValueError(f"Variant {self.name!r}: reference must be 'copy', 'gemm' or 'none', got {self.reference!r}")
+
+    @property
+    def reference_kind(self) -> str | None:
+        """The reference kernel regression checks calibrate against: ``reference`` when set, else
+        a tensor-core GEMM for work declaring over 50 FLOP per byte, else a device copy."""
+        if self.reference == "none":
+            return None
+        if self.reference:
+            return self.reference
+        if self.flops and self.bytes and self.flops / self.bytes > 50:
+            return "gemm"
+        return "copy"
 
     def renamed(self, name: str) -> "Variant":
-        return Variant(name, self.launch, self.bytes, self.flops, self.cache, self.rotations)
+        return dataclasses.replace(self, name=name)
 
 
 @dataclass(frozen=True)
@@ -73,6 +92,23 @@ class ClockState:
 # Clock-event reasons that make a timing untrustworthy. The software power cap is normal
 # under sustained load and is recorded but not treated as throttling.
 THROTTLE_REASONS = frozenset({"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake"})
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A variant's time relative to a reference kernel timed in the same rounds.
+
+    Machine-to-machine differences, clock levels and drift that slow the variant and the
+    reference alike cancel in the ratio, which regression checks compare when both the stored
+    baseline and the run have it.
+    """
+
+    reference: str  # the reference kernel's name (e.g. "reference:copy")
+    estimate: Estimate  # log(t_variant / t_reference), batch means over rounds
+    reference_median_s: float
+
+    def summary(self) -> dict[str, Any]:
+        return {"reference": self.reference, "reference_median_s": self.reference_median_s, **self.estimate.summary()}
 
 
 @dataclass
@@ -98,6 +134,9 @@ class Measurement:
     notes: list[str] = field(default_factory=list)
     health: "Health | None" = None  # clocks known? other processes on the GPU? (None: not checked)
     stream_audit: str = "none"  # "cupti": every GPU operation traced to its stream; "capture": capture checks only
+    estimate: Estimate | None = None  # batch-means estimate of log(time); None for runs too short to batch
+    calibration: Calibration | None = None
+    looks: int = 0
 
     @property
     def contended(self) -> bool:
@@ -151,6 +190,9 @@ class Measurement:
             "notes": list(self.notes),
             "health": self.health.summary() if self.health else None,
             "stream_audit": self.stream_audit,
+            "estimate": self.estimate.summary() if self.estimate else None,
+            "calibration": self.calibration.summary() if self.calibration else None,
+            "looks": self.looks,
         }
 
 
@@ -169,6 +211,13 @@ class Comparison:
     rounds: int
     notes: list[str] = field(default_factory=list)
     level_shift: LevelShift | None = None
+    estimate: Estimate | None = None  # batch-means estimate of the per-round log speedup
+    looks: int = 0
+    schedule_looks: int = 0  # the looks the sampling policy allowed
+
+    @property
+    def speedup_interval(self) -> Interval:
+        return Interval(self.speedup, self.ci_low, self.ci_high, self.confidence)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -183,4 +232,6 @@ class Comparison:
             "rounds": self.rounds,
             "notes": list(self.notes),
             "level_shift": self.level_shift.summary() if self.level_shift else None,
+            "estimate": self.estimate.summary() if self.estimate else None,
+            "looks": self.looks,
         }

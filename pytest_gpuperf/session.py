@@ -59,6 +59,7 @@ class GpuPerfSession:
     _device: DeviceInfo | NoDevice | None = None
     _backend: TimingBackend | None = None
     _copy_bandwidth: float | None = None
+    _against: Any = None
 
     def __post_init__(self) -> None:
         self.store = BaselineStore(self.settings.baselines_dir)
@@ -110,6 +111,29 @@ class GpuPerfSession:
         path = Path(tempfile.gettempdir()) / f"pytest-gpuperf-gpu-{ident.replace(':', '_')}.lock"
         with FileLock(str(path), timeout=GPU_LOCK_TIMEOUT_S):
             yield
+
+    @property
+    def against(self) -> Any:
+        """The revision of ``--gpu-perf-against`` (``against.Revision``), resolved once; None without it."""
+        if self.settings.against is None:
+            return None
+        if self._against is None:
+            from pytest_gpuperf.against import resolve
+
+            self._against = resolve(self.config.rootpath, self.settings.against)
+        return self._against
+
+    @property
+    def against_label(self) -> str:
+        rev = self.against
+        return "" if rev is None else (f"{rev.label} ({rev.commit[:12]})" if rev.commit else rev.label)
+
+    def reference_for(self, variant: Any, settings: Settings) -> Any:
+        """The prepared reference kernel ``variant``'s regression checks calibrate against, or None."""
+        kind = variant.reference_kind
+        if not settings.calibrate or kind is None:
+            return None
+        return self.backend.reference(kind)
 
     def policy(self, settings: Settings) -> SamplingPolicy:
         return SamplingPolicy(

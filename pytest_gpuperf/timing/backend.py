@@ -30,11 +30,18 @@ class TimingBackend(Protocol):
     def prepare(self, variant: Variant, cache: CacheMode, target_sample_s: float) -> Prepared:
         """Warm up ``variant`` (surfacing launch errors) and get it ready to sample."""
 
-    def run_rounds(self, prepared: Sequence[Prepared], rounds: int) -> list[list[float]]:
-        """Time ``rounds`` rounds of the variants interleaved (A B A B ...).
+    def run_rounds(
+        self, prepared: Sequence[Prepared], rounds: int, orders: Sequence[Sequence[int]] | None = None
+    ) -> list[list[float]]:
+        """Time ``rounds`` rounds of the variants interleaved; round r times them in the order of
+        the indices ``orders[r]`` (default: as given, A B A B ...).
 
-        Returns one list per variant of per-launch seconds, one value per round.
+        Returns one list per variant (in ``prepared``'s order) of per-launch seconds, one value per round.
         """
+
+    def reference(self, kind: str) -> Prepared | None:
+        """A reference kernel prepared for timing (``copy``: a device copy of 4x L2; ``gemm``: a
+        tensor-core GEMM), kept for the session; None where the backend has none of that kind."""
 
     def clock_state(self) -> ClockState | None:
         """Current clocks and throttle reasons, or None when they cannot be read."""

@@ -49,6 +49,8 @@ ESCAPE_FRACTION = 0.5
 COLD_BY_SIZE = 4  # launches moving this many times the L2 size find nothing of theirs left in it
 WARMUP_LAUNCHES = 3
 ESTIMATE_LAUNCHES = 10
+REFERENCE_SAMPLE_S = 0.5e-3  # reference samples are shorter than the variants': they only calibrate
+REFERENCE_GEMM_N = 4096  # fp16 4096^3 on the tensor cores: ~0.2 ms on an H100
 
 
 @dataclass
@@ -77,6 +79,7 @@ class CupyBackend:
         self.timing_stream = streams.TimingStream(int(self._stream.ptr), device.ordinal, self._stream)
         self._flush_buf: Any = None
         self._mark_buf: Any = None
+        self._references: dict[str, Prepared] = {}
         self._monitor = GpuMonitor(device.pci_bus_id)
 
     # -- helpers --------------------------------------------------------------------
@@ -293,13 +296,16 @@ class CupyBackend:
         batch = _batch_for(per_launch, target_sample_s)
         return [_Segment(lambda: _repeat(launch, batch), +1)], batch
 
-    def run_rounds(self, prepared: Sequence[Prepared], rounds: int) -> list[list[float]]:
+    def run_rounds(
+        self, prepared: Sequence[Prepared], rounds: int, orders: Sequence[Sequence[int]] | None = None
+    ) -> list[list[float]]:
         cp = self._cp
-        plan = [(i, seg) for _ in range(rounds) for i, p in enumerate(prepared) for seg in p.state]
+        orders = orders or [range(len(prepared))] * rounds
+        plan = [(i, seg) for order in orders for i in order for seg in prepared[i].state]
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in plan]
         with self._device, streams.current(self.timing_stream):
             try:
-                first = prepared[0].state[0]
+                first = plan[0][1]
                 if first.prefix:
                     first.prefix()
                 first.run()  # keeps the GPU busy while the timed work is enqueued
@@ -318,16 +324,38 @@ class CupyBackend:
                 raise GpuPerfError(f"CUDA error while timing {names}: {exc}") from exc
             times = [cp.cuda.get_elapsed_time(s, e) * 1e-3 for s, e in events]
         out: list[list[float]] = [[] for _ in prepared]
-        acc = [0.0] * len(prepared)
         pos = 0
-        for _ in range(rounds):
-            for i, p in enumerate(prepared):
-                acc[i] = 0.0
-                for seg in p.state:
-                    acc[i] += seg.sign * times[pos]
+        for order in orders:
+            for i in order:
+                total = 0.0
+                for seg in prepared[i].state:
+                    total += seg.sign * times[pos]
                     pos += 1
-                out[i].append(acc[i] / p.batch)
+                out[i].append(total / prepared[i].batch)
         return out
+
+    def reference(self, kind: str) -> Prepared | None:
+        if kind not in self._references:
+            variant = self._reference_variant(kind)
+            if variant is None:
+                return None
+            self._references[kind] = self.prepare(variant, "hot", REFERENCE_SAMPLE_S)
+        return self._references[kind]
+
+    def _reference_variant(self, kind: str) -> Variant | None:
+        cp = self._cp
+        with self._device:
+            rng = cp.random.default_rng(7)
+            if kind == "copy":
+                src = rng.integers(0, 255, COLD_BY_SIZE * self._info.l2_bytes, dtype=cp.uint8)
+                dst = cp.empty_like(src)
+                return Variant("reference:copy", lambda: cp.copyto(dst, src), bytes=2 * src.nbytes)
+            if kind == "gemm":
+                a = rng.standard_normal((REFERENCE_GEMM_N, REFERENCE_GEMM_N), dtype=cp.float32).astype(cp.float16)
+                b = rng.standard_normal((REFERENCE_GEMM_N, REFERENCE_GEMM_N), dtype=cp.float32).astype(cp.float16)
+                c = cp.empty_like(a)
+                return Variant("reference:gemm", lambda: cp.matmul(a, b, out=c), flops=2 * REFERENCE_GEMM_N**3)
+        return None
 
     def clock_state(self) -> ClockState | None:
         return self._monitor.state()

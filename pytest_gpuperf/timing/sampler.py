@@ -1,10 +1,18 @@
-"""Adaptive sampling: take samples until the interval is narrow enough or the budget is spent.
+"""Sampling: rounds of interleaved samples, judged at a fixed schedule of looks.
 
-Stopping depends only on the interval's *width*, never on where it lies relative to a
-margin, so stopping early does not inflate false alarms. A speedup claim that is still
-undecided gets one extension (a fixed extra budget, then one more look); each of the two
-looks uses a quarter of the error rate, which keeps the realised false-fail rate of a true
-claim under (1 - confidence) / 2 in simulation.
+One *round* times each prepared slot once (a variant, a second variant, a reference kernel),
+in an order that alternates from round to round (A B, then B A: counterbalanced, so neither
+slot always runs second). The data is judged only at *looks*: after ``min_samples`` rounds,
+then each time the round count doubles, up to ``max_samples`` (40, 80, ..., 1280 by default:
+six looks). Every look's interval uses confidence 1 - (1 - confidence) / looks (Bonferroni),
+so however sampling stops, after a decided verdict, a narrow interval or a spent budget,
+the chance that any look reaches a wrong decision stays within 1 - confidence. A claim that
+is clearly decided stops at the first look; an undecided one samples until its budget, and
+a speedup claim then gets one extension.
+
+Estimates are batch means on the log scale (``stats.batch_estimate``): a decision needs the
+batches to be long next to the series' correlation time, and a run whose samples stay
+correlated over more rounds than it has is INCONCLUSIVE, never PASS or FAIL.
 """
 from __future__ import annotations
 
@@ -13,16 +21,19 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
+import numpy as np
+
 from pytest_gpuperf.errors import GpuContended, GpuPerfError, InvalidSample
 from pytest_gpuperf.gates import Verdict, speedup_verdict
-from pytest_gpuperf.results import CacheMode, ClockState, Comparison, Measurement, Variant
+from pytest_gpuperf.results import CacheMode, Calibration, ClockState, Comparison, Measurement, Variant
 from pytest_gpuperf.stats import (
+    Estimate,
     Interval,
     LevelShift,
+    batch_estimate,
     bootstrap_median_ci,
     level_shift,
     median_ci,
-    paired_ratios,
     relative_spread,
 )
 from pytest_gpuperf.timing.backend import Prepared, TimingBackend
@@ -39,36 +50,46 @@ class SamplingPolicy:
     """How long and how precisely to measure. Defaults suit kernels from 1 µs to 100 ms."""
 
     confidence: float = 0.99
-    precision: float = 0.005  # stop when the interval's half-width is within ±0.5%
+    precision: float = 0.005  # a measurement may stop once its interval is within ±0.5%
     budget_s: float = 1.0  # per measurement (per pair for comparisons), wall/device seconds
     extension_budget_s: float = 2.0  # extra time an undecided speedup claim may take
-    min_samples: int = 30
-    min_time_s: float = 0.1  # sample at least this long, so a transient cannot make the whole median
-    max_samples: int = 4000
-    round_size: int = 10
+    min_samples: int = 40  # rounds at the first look
+    max_samples: int = 1280  # rounds at the last look; looks double from min_samples
+    min_time_s: float = 0.1  # sample at least this long, so a transient cannot make the whole result
+    round_size: int = 10  # rounds enqueued per backend call
     target_sample_s: float = 1e-3  # one sample = one graph replay of about this long
     throttle_retries: int = 1
     cooldown_s: float = 1.0
 
     @property
-    def look_confidence(self) -> float:
-        """Confidence of each of the two looks a speedup claim may take.
+    def looks(self) -> tuple[int, ...]:
+        """Round counts at which the data is judged."""
+        out = [max(2, self.min_samples)]
+        while out[-1] * 2 <= self.max_samples:
+            out.append(out[-1] * 2)
+        return tuple(out)
 
-        Bonferroni over two looks would give each half the error rate; stopping when the
-        interval is narrow (a data-dependent sample size) and the bootstrap's slight
-        under-coverage at small n roughly doubled the realised false-fail rate in
-        simulation, so each look gets a quarter (tests/plugin/test_gate_statistics.py).
-        """
-        return 1.0 - (1.0 - self.confidence) / 4.0
+    @property
+    def look_confidence(self) -> float:
+        """Confidence of each look's interval: Bonferroni over all looks the schedule allows."""
+        return 1.0 - (1.0 - self.confidence) / len(self.looks)
 
 
 @dataclass
 class _Run:
+    """Samples of one measurement or comparison, slot by slot, and what was seen while taking them."""
+
     samples: list[list[float]]
     stop_reason: str = ""
+    looks: int = 0
+    rounds_started: int = 0
     first_clock: ClockState | None = None
     last_clock: ClockState | None = None
     throttled_clocks: list[ClockState] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples[0])
 
     def observe(self, state: ClockState | None) -> None:
         if state is None:
@@ -89,34 +110,55 @@ class _Run:
         return out
 
 
+def _orders(slots: int, first_round: int, rounds: int) -> list[list[int]]:
+    """Slot order of each round: forward on even rounds, reversed on odd ones (A B, B A)."""
+    forward = list(range(slots))
+    return [forward if (first_round + r) % 2 == 0 else forward[::-1] for r in range(rounds)]
+
+
+def _take_rounds(backend: TimingBackend, prepared: Sequence[Prepared], run: _Run, rounds: int) -> None:
+    orders = _orders(len(prepared), run.rounds_started, rounds)
+    for p, acc, new in zip(prepared, run.samples, backend.run_rounds(prepared, rounds, orders)):
+        _check_samples(p, new, len(acc))
+        acc.extend(new)
+    run.rounds_started += rounds
+    run.observe(backend.clock_state())
+
+
 def _sample(
     backend: TimingBackend,
     prepared: Sequence[Prepared],
     policy: SamplingPolicy,
     budget_s: float,
-    converged: Callable[[list[list[float]]], bool],
+    look: Callable[[_Run], bool],
     run: _Run | None = None,
 ) -> _Run:
+    """Take rounds until a look says stop, the schedule's looks are used up, or the budget is spent.
+
+    ``look(run)`` judges the data and returns whether to stop. A look taken early because the
+    budget ran out uses up its place in the schedule, so a run never looks more often than
+    ``policy.looks`` allows, extensions included.
+    """
     run = run or _Run([[] for _ in prepared])
     start = backend.now()
-    while True:
-        for p, acc, new in zip(prepared, run.samples, backend.run_rounds(prepared, policy.round_size)):
-            _check_samples(p, new, len(acc))
-            acc.extend(new)
-        run.observe(backend.clock_state())
-        n = len(run.samples[0])
-        elapsed = backend.now() - start
-        if n >= policy.min_samples and elapsed >= min(policy.min_time_s, budget_s) and converged(run.samples):
-            run.stop_reason = "converged"
+    for target in policy.looks[run.looks :]:
+        while run.n < target or (run.looks == 0 and backend.now() - start < min(policy.min_time_s, budget_s)):
+            if backend.now() - start >= budget_s:
+                break
+            _take_rounds(backend, prepared, run, min(policy.round_size, max(1, target - run.n)))
+        out_of_time = backend.now() - start >= budget_s
+        run.looks += 1
+        if look(run):
+            run.stop_reason = run.stop_reason or "decided"
             return run
-        if elapsed >= budget_s:
+        if out_of_time:
             run.stop_reason = "budget"
             return run
-        if n >= policy.max_samples:
-            run.stop_reason = "max_samples"
-            return run
+    run.stop_reason = "max_samples"
+    return run
 
 
+# -- checks ----------------------------------------------------------------------------
 def _check_samples(prepared: Prepared, samples: Sequence[float], first_index: int) -> None:
     """Every sample must be a finite, positive time: anything else is an error, never a number."""
     for i, t in enumerate(samples):
@@ -161,18 +203,40 @@ def _check_floor(m: Measurement) -> None:
         )
 
 
+# -- results ---------------------------------------------------------------------------
+def _logs(samples: Sequence[float]) -> np.ndarray:
+    return np.log(np.asarray(samples, dtype=np.float64))
+
+
+def _location(samples: Sequence[float], confidence: float) -> tuple[Interval, Estimate | None]:
+    """The batch-means interval of a run's samples; the order-statistic one where too short to batch."""
+    est = batch_estimate(_logs(samples))
+    if est is None:
+        return median_ci(samples, confidence), None
+    return est.interval(confidence), est
+
+
 def _measurement(
-    prepared: Prepared, samples: list[float], policy: SamplingPolicy, run: _Run, device_key: str, health: Health
+    prepared: Prepared,
+    samples: list[float],
+    policy: SamplingPolicy,
+    run: _Run,
+    device_key: str,
+    health: Health,
+    calibration: Calibration | None = None,
 ) -> Measurement:
-    ci = median_ci(samples, policy.confidence)
+    ci, est = _location(samples, policy.look_confidence)
     v = prepared.variant
+    notes = list(prepared.notes) + health.notes()
+    if est is not None and not est.independent:
+        notes.append(_correlation_note(est))
     return Measurement(
         name=v.name,
         samples=list(samples),
         median_s=ci.estimate,
         ci_low_s=ci.low,
         ci_high_s=ci.high,
-        confidence=policy.confidence,
+        confidence=ci.confidence,
         spread=relative_spread(samples),
         mode=prepared.mode,
         method=prepared.method,
@@ -183,12 +247,35 @@ def _measurement(
         flops=v.flops,
         device_key=device_key,
         stop_reason=run.stop_reason,
-        notes=list(prepared.notes) + health.notes(),
+        notes=notes,
         health=health,
         stream_audit=prepared.stream_audit,
+        estimate=est,
+        calibration=calibration,
+        looks=run.looks,
     )
 
 
+def _correlation_note(est: Estimate) -> str:
+    return (
+        f"consecutive samples stayed correlated (rank lag-1 autocorrelation {est.lag1:.2f}): batches of "
+        f"{est.batch_size} rounds, {est.needed_batch_size} needed for independent batches, so this result "
+        "decides no gate; a longer --gpu-perf-budget gives it more rounds"
+    )
+
+
+def _calibration(reference: Prepared | None, samples: list[float], ref_samples: list[float]) -> Calibration | None:
+    """The variant's time relative to the reference kernel, round by round."""
+    if reference is None:
+        return None
+    est = batch_estimate(_logs(samples) - _logs(ref_samples))
+    if est is None:
+        return None
+    ref_ci, _ = _location(ref_samples, 0.99)
+    return Calibration(reference.variant.name, est, ref_ci.estimate)
+
+
+# -- measure ----------------------------------------------------------------------------
 def measure(
     backend: TimingBackend,
     variant: Variant,
@@ -196,23 +283,41 @@ def measure(
     cache: CacheMode,
     device_key: str = "",
     guard: HealthGuard | None = None,
+    reference: Prepared | None = None,
 ) -> Measurement:
-    """Time one variant; a throttled measurement is retried after a cool-down, then flagged."""
+    """Time one variant (interleaved with ``reference`` when given, for calibration).
+
+    Sampling stops at the first look whose interval is within ``precision`` on batches long
+    enough to be independent (of the calibrated ratio too, when calibrated), or when the
+    budget is spent. A throttled measurement is retried after a cool-down, then flagged.
+    """
     guard = guard or HealthGuard(quiet_wait_s=0.0)
 
-    def precise(samples: list[list[float]]) -> bool:
-        return median_ci(samples[0], policy.confidence).rel_halfwidth <= policy.precision
+    def precise(run: _Run) -> bool:
+        series = [_logs(run.samples[0])]
+        if reference is not None:
+            series.append(series[0] - _logs(run.samples[1]))
+        for logs in series:
+            est = batch_estimate(logs)
+            if est is None or not est.independent:
+                return False
+            if est.interval(policy.look_confidence).rel_halfwidth > policy.precision:
+                return False
+        return True
 
     throttle_notes: list[str] = []
     for attempt in range(policy.throttle_retries + 1):
         started, waited = guard.before(backend, f"variant {variant.name!r}")
         prepared = backend.prepare(variant, variant.cache or cache, policy.target_sample_s)
+        slots = [prepared] if reference is None else [prepared, reference]
         try:
             with _contention_explains(guard, backend, started, waited):
-                run = _sample(backend, [prepared], policy, policy.budget_s, precise)
+                run = _sample(backend, slots, policy, policy.budget_s, precise)
         finally:
             backend.release(prepared)
-        result = _measurement(prepared, run.samples[0], policy, run, device_key, guard.after(backend, started, waited))
+        health = guard.after(backend, started, waited)
+        calibration = _calibration(reference, run.samples[0], run.samples[1]) if reference else None
+        result = _measurement(prepared, run.samples[0], policy, run, device_key, health, calibration)
         _check_floor(result)
         if not result.throttled:
             break
@@ -221,6 +326,34 @@ def measure(
             backend.pause(policy.cooldown_s)
     result.notes.extend(throttle_notes)
     return result
+
+
+# -- compare ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Judgement:
+    speedup: Interval
+    estimate: Estimate | None
+    shift: LevelShift | None
+    verdict: Verdict
+    reason: str
+
+
+def _judge_speedup(run: _Run, at_least: float | None, confidence: float) -> _Judgement:
+    """The speedup t(baseline) / t(fast) from the paired per-round log-ratios, and the claim's verdict."""
+    d = _logs(run.samples[1]) - _logs(run.samples[0])
+    est = batch_estimate(d)
+    if est is None:  # too few rounds to batch: the order-statistic interval of the ratios
+        speedup = bootstrap_median_ci(np.exp(d), confidence)
+    else:
+        speedup = est.interval(confidence)
+    shift = level_shift(np.exp(d))
+    verdict = speedup_verdict(speedup, at_least)
+    reason = ""
+    if verdict in (Verdict.PASS, Verdict.FAIL) and est is not None and not est.independent:
+        verdict, reason = Verdict.INCONCLUSIVE, _correlation_note(est)
+    if shift is not None and at_least is not None and shift.lowest_median < at_least <= shift.highest_median:
+        verdict = Verdict.INCONCLUSIVE  # part of the run clears the margin, part does not
+    return _Judgement(speedup, est, shift, verdict, reason)
 
 
 def compare(
@@ -232,61 +365,69 @@ def compare(
     cache: CacheMode,
     device_key: str = "",
     guard: HealthGuard | None = None,
+    reference: Prepared | None = None,
 ) -> Comparison:
-    """Measure ``fast`` and ``baseline`` interleaved and judge the claim speedup >= at_least."""
-    look = policy.look_confidence
+    """Measure ``fast`` and ``baseline`` interleaved (with ``reference`` when given) and judge
+    the claim speedup >= at_least. Sampling stops at the first look with a decided claim; an
+    undecided claim samples to its budget, then gets one extension of ``extension_budget_s``."""
+    look_conf = policy.look_confidence
     guard = guard or HealthGuard(quiet_wait_s=0.0)
 
-    def precise(samples: list[list[float]]) -> bool:
-        f, b = samples
-        return median_ci(paired_ratios(b, f), look).rel_halfwidth <= policy.precision
-
-    def judge(run: _Run) -> tuple[Interval, LevelShift | None, Verdict]:
-        ratios = paired_ratios(run.samples[1], run.samples[0])
-        speedup = bootstrap_median_ci(ratios, look)
-        shift = level_shift(ratios)
-        verdict = speedup_verdict(speedup, at_least)
-        if shift is not None and at_least is not None and shift.lowest_median < at_least <= shift.highest_median:
-            verdict = Verdict.INCONCLUSIVE  # part of the run clears the margin, part does not
-        return speedup, shift, verdict
+    def decided(run: _Run) -> bool:
+        judgement = _judge_speedup(run, at_least, look_conf)
+        if at_least is None:  # measured, not gated: stop once precise
+            return judgement.estimate is not None and judgement.estimate.independent and (
+                judgement.speedup.rel_halfwidth <= policy.precision
+            )
+        return judgement.verdict is not Verdict.INCONCLUSIVE
 
     started, waited = guard.before(backend, f"variants {fast.name!r} and {baseline.name!r}")
     pf = backend.prepare(fast, fast.cache or cache, policy.target_sample_s)
     pb = backend.prepare(baseline, baseline.cache or cache, policy.target_sample_s)
+    slots = [pf, pb] if reference is None else [pf, pb, reference]
     try:
         with _contention_explains(guard, backend, started, waited):
-            run = _sample(backend, [pf, pb], policy, policy.budget_s, precise)
-            speedup, shift, verdict = judge(run)
-            if verdict is Verdict.INCONCLUSIVE and policy.extension_budget_s > 0:
-                run = _sample(backend, [pf, pb], policy, policy.extension_budget_s, lambda _: False, run)
+            run = _sample(backend, slots, policy, policy.budget_s, decided)
+            judgement = _judge_speedup(run, at_least, look_conf)
+            extensible = run.stop_reason == "budget" and run.looks < len(policy.looks)
+            if judgement.verdict is Verdict.INCONCLUSIVE and policy.extension_budget_s > 0 and extensible:
+                run = _sample(backend, slots, policy, policy.extension_budget_s, decided, run)
                 run.stop_reason = "extended:" + run.stop_reason
-                speedup, shift, verdict = judge(run)
+                judgement = _judge_speedup(run, at_least, look_conf)
     finally:
         backend.release(pf)
         backend.release(pb)
     health = guard.after(backend, started, waited)
-    mf = _measurement(pf, run.samples[0], policy, run, device_key, health)
-    mb = _measurement(pb, run.samples[1], policy, run, device_key, health)
+    ref_samples = run.samples[2] if reference is not None else []
+    mf = _measurement(pf, run.samples[0], policy, run, device_key, health, _calibration(reference, run.samples[0], ref_samples))
+    mb = _measurement(pb, run.samples[1], policy, run, device_key, health, _calibration(reference, run.samples[1], ref_samples))
     _check_floor(mf)
     _check_floor(mb)
-    notes = [_level_shift_note(shift)] if shift else []
+    verdict = judgement.verdict
+    notes = [judgement.reason] if judgement.reason else []
+    if judgement.shift:
+        notes.append(_level_shift_note(judgement.shift))
     contention = health.contention_note()
     if contention and verdict in (Verdict.PASS, Verdict.FAIL):
         verdict = Verdict.INCONCLUSIVE  # another process's load is no evidence either way
     if contention:
         notes.append(contention)
+    s = judgement.speedup
     return Comparison(
         fast=mf,
         baseline=mb,
-        speedup=speedup.estimate,
-        ci_low=speedup.low,
-        ci_high=speedup.high,
-        confidence=look,
+        speedup=s.estimate,
+        ci_low=s.low,
+        ci_high=s.high,
+        confidence=look_conf,
         at_least=at_least,
         verdict=verdict,
-        rounds=len(run.samples[0]),
+        rounds=run.n,
         notes=notes,
-        level_shift=shift,
+        level_shift=judgement.shift,
+        estimate=judgement.estimate,
+        looks=run.looks,
+        schedule_looks=len(policy.looks),
     )
 
 

@@ -18,7 +18,11 @@ FAKE_CONFTEST = textwrap.dedent(
     """
     import json, os
     from pytest_gpuperf.device import NoDevice
-    from pytest_gpuperf.testing import FakeBackend, fake_device
+    from pytest_gpuperf.testing import FakeBackend, fake_device, noise
+
+    def noise_models():
+        specs = json.loads(os.environ.get("FAKE_NOISE", "null"))
+        return None if specs is None else [getattr(noise, s.pop("model"))(**s) for s in specs]
 
     def pytest_gpuperf_device(config, ordinal):
         cc = os.environ.get("FAKE_CC", "9.0")
@@ -37,6 +41,7 @@ FAKE_CONFTEST = textwrap.dedent(
             seed=int(os.environ.get("FAKE_SEED", "0")),
             throttled=os.environ.get("FAKE_THROTTLED") == "1",
             levels=json.loads(os.environ.get("FAKE_LEVELS", "{}")),
+            noise=noise_models(),
             nvml=os.environ.get("FAKE_NVML", "1") == "1",
             mig=os.environ.get("FAKE_MIG") == "1",
             other_processes=json.loads(os.environ.get("FAKE_OTHERS", "[]")),
@@ -53,7 +58,7 @@ def fake_gpu(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Call
     """Install the fake-GPU conftest; call it to set capability, per-variant times and noise."""
     pytester.makeconftest(FAKE_CONFTEST)
     pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\n")
-    for name in ("GPU_PERF", "GPU_PERF_TOLERANCE", "GPU_PERF_BASELINES", "GPU_PERF_JSON", "GPU_PERF_DEVICE"):
+    for name in ("GPU_PERF", "GPU_PERF_TOLERANCE", "GPU_PERF_BASELINES", "GPU_PERF_JSON", "GPU_PERF_DEVICE", "FAKE_NOISE"):
         monkeypatch.delenv(name, raising=False)
     # When this suite itself runs under pytest-xdist, the inner pytester runs must not look like
     # xdist workers (GPU selection and pytest-benchmark both read these).

@@ -1,18 +1,9 @@
-"""A fake device and a fake timing backend, for testing gates and reports without a GPU.
+"""A fake device and a fake timing backend (see ``pytest_gpuperf.testing``).
 
-Install them from a ``conftest.py`` through the plugin's hooks::
-
-    from pytest_gpuperf.testing import FakeBackend, fake_device
-
-    def pytest_gpuperf_device(config, ordinal):
-        return fake_device(compute_capability=(9, 0))
-
-    def pytest_gpuperf_backend(config, device):
-        return FakeBackend({"baseline": 12e-6, "fast": 10e-6}, spread=0.02, seed=1)
-
-The fake draws each sample from a seeded log-normal distribution around the variant's
-configured time (with optional outliers) and keeps a simulated clock, so time budgets,
-statistics and verdicts are deterministic.
+The fake takes samples in the order a GPU would (round by round, in each round's order),
+stamps each with a simulated clock, and multiplies each variant's true time by the noise
+models' factors for that sample, so budgets, statistics and verdicts are deterministic for a
+seed and the noise can depend on time.
 """
 from __future__ import annotations
 
@@ -25,6 +16,7 @@ from pytest_gpuperf.device import GIB, DeviceInfo
 from pytest_gpuperf.results import CacheMode, ClockState, Variant
 from pytest_gpuperf.timing import streams
 from pytest_gpuperf.timing.backend import Prepared
+from pytest_gpuperf.testing import noise as noise_models
 from pytest_gpuperf.timing.cupy_backend import check_captured_work
 from pytest_gpuperf.timing.nvml import OtherActivity, OtherProcess
 
@@ -60,11 +52,13 @@ class FakeBackend:
     """Seeded synthetic timings.
 
     ``times`` maps a variant name to its true per-launch seconds (or is a callable of the
-    name); ``spread`` is the log-normal sigma per sample; a fraction ``outlier_rate`` of
-    samples is multiplied by ``outlier_factor``; ``throttled`` makes every clock reading
-    report thermal slowdown. ``levels`` maps a variant name to ``(factor, from_s)``: once the
-    simulated clock has passed ``from_s`` seconds, that variant takes ``factor`` times as long
-    (a GPU that moved to another clock or power level during the run).
+    name); the reference kernels (``reference:copy``, ``reference:gemm``) take
+    ``reference_s``. ``noise`` lists the models (``pytest_gpuperf.testing.noise``) every
+    sample's time is multiplied by; without it, samples are log-normal with sigma ``spread``
+    and a fraction ``outlier_rate`` is multiplied by ``outlier_factor``. ``throttled`` makes
+    every clock reading report thermal slowdown. ``levels`` maps a variant name to
+    ``(factor, from_s)``: once the simulated clock has passed ``from_s`` seconds, that variant
+    takes ``factor`` times as long (a GPU that moved to another level during the run).
 
     The GPU's health and the ways a real GPU can yield a wrong number:
     - ``nvml=False``: clocks, throttling and other processes cannot be read; ``mig=True``: the
@@ -95,6 +89,8 @@ class FakeBackend:
         throttled: bool = False,
         call_launch: bool = True,
         levels: Mapping[str, tuple[float, float]] | None = None,
+        noise: Sequence[noise_models.Noise] | None = None,
+        reference_s: float = 50e-6,
         nvml: bool = True,
         mig: bool = False,
         other_processes: Sequence[Mapping[str, Any]] = (),
@@ -112,7 +108,11 @@ class FakeBackend:
         self._clock = 0.0
         self.throttled = throttled
         self._call_launch = call_launch
-        self._levels = dict(levels or {})
+        if noise is None:
+            noise = [noise_models.Lognormal(spread), noise_models.Outliers(outlier_rate, outlier_factor)]
+        self._noise = list(noise) + [noise_models.Step(v, f, t) for v, (f, t) in (levels or {}).items()]
+        self.reference_s = reference_s
+        self._references: dict[str, Prepared] = {}
         self.prepared_names: list[str] = []
         self._nvml = nvml
         self._mig = mig
@@ -124,6 +124,8 @@ class FakeBackend:
         self.timing_stream = streams.TimingStream(handle=0xF00D)
 
     def true_time(self, name: str) -> float:
+        if name.startswith("reference:"):
+            return self.reference_s
         if callable(self._times):
             return float(self._times(name))
         return float(self._times.get(name, self._default))
@@ -144,24 +146,39 @@ class FakeBackend:
         batch = max(1, min(2048, math.ceil(target_sample_s / max(t, 1e-9))))
         return Prepared(variant=variant, mode=cache, method="fake", batch=batch, state=t, stream_audit="cupti")
 
-    def run_rounds(self, prepared: Sequence[Prepared], rounds: int) -> list[list[float]]:
-        out: list[list[float]] = []
-        for p in prepared:
-            noise = self._rng.lognormal(0.0, self.spread, rounds) if self.spread else np.ones(rounds)
-            outliers = self._rng.random(rounds) < self.outlier_rate
-            noise = np.where(outliers, noise * self.outlier_factor, noise)
-            factor, from_s = self._levels.get(p.variant.name, (1.0, math.inf))
-            contention = self.contended_factor if self._busy_others() else 1.0
-            samples = p.state * noise * (factor if self._clock >= from_s else 1.0) * contention
-            self._clock += float(np.abs(samples).sum()) * p.batch
-            values = samples.tolist()
+    def run_rounds(
+        self, prepared: Sequence[Prepared], rounds: int, orders: Sequence[Sequence[int]] | None = None
+    ) -> list[list[float]]:
+        order_list = [list(o) for o in orders] if orders else [list(range(len(prepared)))] * rounds
+        slots = [i for order in order_list for i in order]
+        names = [prepared[i].variant.name for i in slots]
+        true = np.array([prepared[i].state for i in slots], dtype=np.float64)
+        batch = np.array([prepared[i].batch for i in slots], dtype=np.float64)
+        starts = self._clock + np.concatenate(([0.0], np.cumsum(true * batch)[:-1]))
+        log_factor = np.zeros(len(slots))
+        for model in self._noise:
+            log_factor += model.log_factors(names, starts, self._rng)
+        samples = true * np.exp(log_factor)
+        if self._others:
+            samples *= np.where([self._busy_at(t) for t in starts], self.contended_factor, 1.0)
+        self._clock = float(starts[-1] + samples[-1] * batch[-1]) if len(slots) else self._clock
+        out: list[list[float]] = [[] for _ in prepared]
+        for i, value in zip(slots, samples.tolist()):
+            out[i].append(value)
+        for p, values in zip(prepared, out):
             injected = self._inject.get(p.variant.name, [])
             taken = injected[: len(values)]
             del injected[: len(taken)]
             values[: len(taken)] = taken
-            out.append(values)
-        # The fake records samples per variant in blocks; interleaving only matters on a GPU.
         return out
+
+    def reference(self, kind: str) -> Prepared | None:
+        """A prepared reference kernel (``copy`` or ``gemm``), as the CuPy backend gives."""
+        if kind not in ("copy", "gemm"):
+            return None
+        if kind not in self._references:
+            self._references[kind] = self.prepare(Variant(f"reference:{kind}", _no_work), "hot", 1e-3)
+        return self._references[kind]
 
     def clock_state(self) -> ClockState | None:
         if not self._nvml:
@@ -172,8 +189,8 @@ class FakeBackend:
     def health_unknown_reason(self) -> str | None:
         return None if self._nvml else "fake: NVML is not available"
 
-    def _busy_others(self) -> list[dict[str, Any]]:
-        return [p for p in self._others if self._clock < float(p.get("until_s") or math.inf)]
+    def _busy_at(self, t: float) -> bool:
+        return any(t < float(p.get("until_s") or math.inf) for p in self._others)
 
     def other_activity(self, since: float) -> OtherActivity | None:
         if not self._nvml:
@@ -193,3 +210,7 @@ class FakeBackend:
 
     def release(self, prepared: Prepared) -> None:
         prepared.state = None
+
+
+def _no_work() -> None:
+    pass

@@ -1,0 +1,206 @@
+"""Pairing a test's variants with the same test at another revision, timed in the same rounds.
+
+``--gpu-perf-against REV`` (a git revision, or the path of another checkout) makes each perf
+test build its variants twice: from the working tree, as usual, and from REV. The REV copy of
+the test module is imported under its own names: while it is imported, and while any of its
+launches runs, ``sys.modules`` holds REV's versions of the project's top-level packages (those
+the REV tree has, e.g. ``kernels`` and ``tests``), and the working tree's come back afterwards.
+The REV test function is then called with the working tree's fixture values and a collector in
+place of ``gpu_perf``, which records every ``Variant`` it is handed. Each variant measured in the
+working tree is then timed interleaved with its REV namesake, so machine, clocks and
+temperature cancel, and the slowdown against REV decides the regression check.
+
+A test whose REV counterpart is missing, takes other arguments, or builds no variant of the same
+name cannot be paired: the result says why, and the stored baseline decides as usual.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import inspect
+import subprocess
+import sys
+import io
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterator
+
+from pytest_gpuperf.errors import GpuPerfUsageError
+from pytest_gpuperf.files import private_dir
+from pytest_gpuperf.results import Variant
+
+
+@dataclass
+class Revision:
+    """Another version of the project, checked out (or pointed to) as a folder."""
+
+    label: str  # the REV the user gave
+    commit: str  # the resolved commit, or "" for a plain folder
+    root: Path
+    modules: dict[str, ModuleType] = field(default_factory=dict)  # REV's own sys.modules entries
+    _imported: dict[str, ModuleType | None] = field(default_factory=dict)
+
+    @functools.cached_property
+    def packages(self) -> frozenset[str]:
+        """The top-level import names REV's tree provides (folders holding Python files, and
+        top-level modules), except the plugin itself: REV's tests run on this run's plugin."""
+        out = {p.name for p in self.root.iterdir() if p.is_dir() and p.name.isidentifier() and any(p.glob("*.py"))}
+        out |= {p.stem for p in self.root.glob("*.py")}
+        return frozenset(name for name in out if name != "pytest_gpuperf")
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Run with REV's versions of its packages in ``sys.modules`` (and its root first on sys.path)."""
+        packages = self.packages
+        ours = {k: m for k, m in sys.modules.items() if k.split(".", 1)[0] in packages}
+        for k in ours:
+            del sys.modules[k]
+        sys.modules.update(self.modules)
+        sys.path.insert(0, str(self.root))
+        try:
+            yield
+        finally:
+            sys.path.remove(str(self.root))
+            for k in [k for k in sys.modules if k.split(".", 1)[0] in packages]:
+                self.modules[k] = sys.modules.pop(k)
+            sys.modules.update(ours)
+            importlib.invalidate_caches()
+
+    def module(self, dotted: str) -> ModuleType | None:
+        """REV's module ``dotted`` (imported once), or None when REV has no such file."""
+        if dotted not in self._imported:
+            path = self.root / (dotted.replace(".", "/") + ".py")
+            if not path.exists():
+                self._imported[dotted] = None
+            else:
+                with self.active():
+                    self._imported[dotted] = importlib.import_module(dotted)
+        return self._imported[dotted]
+
+    def wrap(self, launch: Callable[..., Any]) -> Callable[..., Any]:
+        """``launch`` run with REV's modules active, so imports it makes while it runs are REV's."""
+
+        @functools.wraps(launch)
+        def in_revision(*args: Any) -> Any:
+            with self.active():
+                return launch(*args)
+
+        return in_revision
+
+
+def resolve(rootdir: Path, rev: str) -> Revision:
+    """A folder given as REV is used as it is; anything else is resolved by git in ``rootdir``
+    and exported (``git archive``) once into a private cache folder."""
+    folder = Path(rev).expanduser()
+    if folder.is_dir():
+        return Revision(rev, "", folder.resolve())
+    try:
+        commit = _git(rootdir, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise GpuPerfUsageError(
+            f"pytest-gpuperf: --gpu-perf-against {rev!r} is neither a folder nor a git revision of {rootdir} ({exc}). "
+            "Give a commit, branch or tag (e.g. origin/main, HEAD~1), or the path of another checkout."
+        ) from None
+    target = private_dir("against") / commit
+    if not (target / ".complete").exists():
+        archive = subprocess.run(
+            ["git", "-C", str(rootdir), "archive", "--format=tar", commit], check=True, capture_output=True, timeout=120
+        ).stdout
+        target.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(target, filter="data")
+        (target / ".complete").write_text(commit + "\n")
+    return Revision(rev, commit, target)
+
+
+def _git(rootdir: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(rootdir), *args], check=True, capture_output=True, text=True, timeout=60).stdout
+
+
+class VariantCollector:
+    """Stands in for ``gpu_perf`` while the REV test runs: records variants, measures nothing."""
+
+    def __init__(self, real: Any):
+        self.device = real.device
+        self.settings = real.settings
+        self.variants: dict[str, Variant] = {}
+
+    def measure(self, variant: Variant, **_: Any) -> Any:
+        self.variants.setdefault(variant.name, variant)
+        return _Unmeasured()
+
+    def assert_speedup(self, fast: Variant, baseline: Variant, at_least: float | None = None) -> Any:
+        self.variants.setdefault(fast.name, fast)
+        self.variants.setdefault(baseline.name, baseline)
+        return _Unmeasured()
+
+    def record(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def copy_bandwidth(self) -> float:
+        return 1.0
+
+
+class _Unmeasured:
+    """What the collector returns: any attribute is 1.0, so REV code that computes with a result runs on."""
+
+    def __getattr__(self, name: str) -> float:
+        return 1.0
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """REV's variants for one test, or why there are none."""
+
+    variants: dict[str, Variant]
+    reason: str = ""
+
+
+def pair(revision: Revision, module: str, test_name: str, funcargs: dict[str, Any], real: Any) -> Pairing:
+    """Build REV's variants of ``module``'s ``test_name`` (``test_fn`` or ``TestClass::test_fn``)."""
+    dotted = module[:-3].replace("/", ".") if module.endswith(".py") else module.replace("/", ".")
+    try:
+        rev_module = revision.module(dotted)
+    except Exception as exc:
+        return Pairing({}, f"{module} does not import at {revision.label} ({type(exc).__name__}: {exc})")
+    if rev_module is None:
+        return Pairing({}, f"{module} does not exist at {revision.label}")
+    func: Any = rev_module
+    for part in test_name.split("[", 1)[0].split("::"):
+        func = getattr(func, part, None)
+        if func is None:
+            return Pairing({}, f"{test_name.split('[', 1)[0]} does not exist at {revision.label}")
+    if inspect.isclass(getattr(func, "__self__", None)) or "::" in test_name:
+        return Pairing({}, "test methods of classes are not paired yet")
+    wanted = list(inspect.signature(func).parameters)
+    missing = [name for name in wanted if name not in funcargs and name != "gpu_perf"]
+    if missing:
+        return Pairing({}, f"at {revision.label} the test takes other arguments ({', '.join(missing)})")
+    collector = VariantCollector(real)
+    kwargs = {name: (collector if name == "gpu_perf" else funcargs[name]) for name in wanted}
+    try:
+        with revision.active():
+            func(**kwargs)
+    except Exception:
+        pass  # REV's test ran on placeholder results; the variants it built before stopping are kept
+    variants = {
+        name: _in_revision(revision, v) for name, v in collector.variants.items()
+    }
+    if not variants:
+        return Pairing({}, f"the test builds no variant at {revision.label}")
+    return Pairing(variants)
+
+
+def _in_revision(revision: Revision, v: Variant) -> Variant:
+    return Variant(
+        v.name,
+        revision.wrap(v.launch),
+        v.bytes,
+        v.flops,
+        v.cache,
+        tuple(revision.wrap(r) for r in v.rotations),
+        v.reference,
+    )
