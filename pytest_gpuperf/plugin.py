@@ -58,6 +58,11 @@ def pytest_configure(config: pytest.Config) -> None:
     except GpuPerfUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     session = GpuPerfSession(config, settings)
+    if settings.enabled and settings.against:
+        try:
+            session.against  # resolved now, so a bad revision is a usage error before any test runs
+        except GpuPerfUsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(_RunHooks(session), "gpu_perf_run")
     _load_hypothesis_profile(config)
