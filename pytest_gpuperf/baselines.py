@@ -14,6 +14,7 @@ concurrent pytest processes or xdist workers lose nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -50,6 +51,11 @@ class Entry:
     @property
     def interval(self) -> Interval:
         return Interval(self.median_s, self.ci_low_s, self.ci_high_s, self.confidence)
+
+    def with_provenance(self, provenance: Mapping[str, Any]) -> "Entry":
+        """This entry stamped with the commit (and dirty flag) of the code that measured it."""
+        stamp = {k: provenance.get(k) for k in ("commit", "dirty")}
+        return dataclasses.replace(self, extra={**self.extra, "source": stamp})
 
     def estimate(self) -> Estimate:
         """The stored log-time estimate (from the interval, for entries that stored none)."""
@@ -255,7 +261,12 @@ class BaselineStore:
         return f.entries.get(key) if f else None
 
     def update(
-        self, device_key: str, module_path: str, device: Mapping[str, Any], entries: Mapping[str, Entry]
+        self,
+        device_key: str,
+        module_path: str,
+        device: Mapping[str, Any],
+        entries: Mapping[str, Entry],
+        provenance: Mapping[str, Any] | None = None,
     ) -> list[Change]:
         """Merge ``entries`` into the file under a lock; return what changed."""
         path = self.path_for(device_key, module_path)
@@ -263,6 +274,8 @@ class BaselineStore:
         with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
             current = BaselineFile.read(path) or BaselineFile(path, dict(device), {})
             changes = [Change(str(path), k, current.entries.get(k), e) for k, e in sorted(entries.items())]
+            if provenance:
+                entries = {k: e.with_provenance(provenance) for k, e in entries.items()}
             current.entries.update(entries)
             current.device = dict(device)
             atomic_write_json(path, current.to_json())

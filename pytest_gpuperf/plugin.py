@@ -252,6 +252,9 @@ class _RunHooks:
                 changes=self.s.baseline_changes,
                 settings={k: str(v) for k, v in vars(self.s.settings).items() if k != "sources"},
             )
+            from pytest_gpuperf.provenance import provenance
+
+            payload["provenance"] = provenance(self.s.config.rootpath)
             if self.s.settings.json_path:
                 from pytest_gpuperf.files import atomic_write_json
 

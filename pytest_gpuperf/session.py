@@ -179,8 +179,11 @@ class GpuPerfSession:
                 continue
             devices[r["device"]["key"]] = r["device"]
             grouped.setdefault((r["device"]["key"], r["module"]), {})[r["key"]] = entry
+        from pytest_gpuperf.provenance import provenance
+
+        source = provenance(self.config.rootpath)
         for (device_key, module), entries in sorted(grouped.items()):
-            self.baseline_changes.extend(self.store.update(device_key, module, devices[device_key], entries))
+            self.baseline_changes.extend(self.store.update(device_key, module, devices[device_key], entries, source))
 
 
 def copy_variants(backend: TimingBackend, device: DeviceInfo) -> list[Any]:
