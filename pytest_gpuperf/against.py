@@ -5,8 +5,13 @@ test build its variants twice: from the working tree, as usual, and from REV. Th
 the test module is imported under its own names: while it is imported, and while any of its
 launches runs, ``sys.modules`` holds REV's versions of the project's top-level packages (those
 the REV tree has, e.g. ``kernels`` and ``tests``), and the working tree's come back afterwards.
-The REV test function is then called with the working tree's fixture values and a collector in
-place of ``gpu_perf``, which records every ``Variant`` it is handed. Each variant measured in the
+The REV test function is then called with a collector in place of ``gpu_perf``, which records
+every ``Variant`` it is handed. Its other arguments come from REV too where REV defines them:
+fixtures of the REV test module and of the ``conftest.py`` files above it are run from REV's
+code (module- and session-scoped ones once per run); parameters and fixtures REV does not
+define (``gpu``, ``tmp_path``) take the working tree's values. REV's launches keep the code they
+were built with, but a launch that imports the project's modules *while it runs* gets the
+working tree's: import them when the variant is built. Each variant measured in the
 working tree is then timed interleaved with its REV namesake, so machine, clocks and
 temperature cancel, and the slowdown against REV decides the regression check.
 
@@ -19,14 +24,14 @@ import contextlib
 import functools
 import importlib
 import inspect
+import io
 import subprocess
 import sys
-import io
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from pytest_gpuperf.errors import GpuPerfUsageError
 from pytest_gpuperf.files import private_dir
@@ -41,6 +46,7 @@ class Revision:
     commit: str  # the resolved commit, or "" for a plain folder
     root: Path
     modules: dict[str, ModuleType] = field(default_factory=dict)  # REV's own sys.modules entries
+    fixture_values: dict[tuple[str, str], Any] = field(default_factory=dict)  # REV fixtures of wider scope
     _imported: dict[str, ModuleType | None] = field(default_factory=dict)
 
     @functools.cached_property
@@ -60,6 +66,7 @@ class Revision:
             del sys.modules[k]
         sys.modules.update(self.modules)
         sys.path.insert(0, str(self.root))
+        importlib.invalidate_caches()
         try:
             yield
         finally:
@@ -67,7 +74,6 @@ class Revision:
             for k in [k for k in sys.modules if k.split(".", 1)[0] in packages]:
                 self.modules[k] = sys.modules.pop(k)
             sys.modules.update(ours)
-            importlib.invalidate_caches()
 
     def module(self, dotted: str) -> ModuleType | None:
         """REV's module ``dotted`` (imported once), or None when REV has no such file."""
@@ -80,15 +86,25 @@ class Revision:
                     self._imported[dotted] = importlib.import_module(dotted)
         return self._imported[dotted]
 
-    def wrap(self, launch: Callable[..., Any]) -> Callable[..., Any]:
-        """``launch`` run with REV's modules active, so imports it makes while it runs are REV's."""
-
-        @functools.wraps(launch)
-        def in_revision(*args: Any) -> Any:
-            with self.active():
-                return launch(*args)
-
-        return in_revision
+    def fixture(self, name: str, module: ModuleType, dotted: str) -> Any:
+        """REV's definition of fixture ``name`` visible from ``module``: the module's own, else the
+        nearest ``conftest.py`` above it; None when REV defines none."""
+        candidates = [module]
+        parts = dotted.split(".")[:-1]
+        while parts:
+            conftest = self.module(".".join([*parts, "conftest"]))
+            if conftest is not None:
+                candidates.append(conftest)
+            parts.pop()
+        root_conftest = self.module("conftest")
+        if root_conftest is not None:
+            candidates.append(root_conftest)
+        for candidate in candidates:
+            for attr, obj in vars(candidate).items():
+                marker = getattr(obj, "_fixture_function_marker", None)
+                if marker is not None and (marker.name or attr) == name:
+                    return obj
+        return None
 
 
 def resolve(rootdir: Path, rev: str) -> Revision:
@@ -159,7 +175,42 @@ class Pairing:
     reason: str = ""
 
 
-def pair(revision: Revision, module: str, test_name: str, funcargs: dict[str, Any], real: Any) -> Pairing:
+class FixtureResolver:
+    """Values for a REV test's arguments: REV's own fixtures run from REV's code, the rest from this run."""
+
+    def __init__(self, revision: Revision, module: ModuleType, dotted: str, funcargs: dict[str, Any], request: Any):
+        self.revision, self.module, self.dotted = revision, module, dotted
+        self.funcargs, self.request = funcargs, request
+        self.generators: list[Any] = []
+
+    def value(self, name: str, collector: "VariantCollector", stack: tuple[str, ...] = ()) -> Any:
+        if name == "gpu_perf":
+            return collector
+        definition = self.revision.fixture(name, self.module, self.dotted) if name not in stack else None
+        if definition is None:
+            if name in self.funcargs:
+                return self.funcargs[name]
+            return self.request.getfixturevalue(name)
+        scope = definition._fixture_function_marker.scope
+        cache = self.revision.fixture_values
+        key = (self.dotted if scope == "module" else "", name)
+        if scope != "function" and key in cache:
+            return cache[key]
+        function = definition._get_wrapped_function()
+        kwargs = {p: self.value(p, collector, (*stack, name)) for p in inspect.signature(function).parameters}
+        with self.revision.active():
+            result = function(**kwargs)
+            if inspect.isgenerator(result):
+                self.generators.append(result)
+                result = next(result)
+        if scope != "function":
+            cache[key] = result
+        return result
+
+
+def pair(
+    revision: Revision, module: str, test_name: str, funcargs: dict[str, Any], real: Any, request: Any = None
+) -> Pairing:
     """Build REV's variants of ``module``'s ``test_name`` (``test_fn`` or ``TestClass::test_fn``)."""
     dotted = module[:-3].replace("/", ".") if module.endswith(".py") else module.replace("/", ".")
     try:
@@ -175,32 +226,17 @@ def pair(revision: Revision, module: str, test_name: str, funcargs: dict[str, An
             return Pairing({}, f"{test_name.split('[', 1)[0]} does not exist at {revision.label}")
     if inspect.isclass(getattr(func, "__self__", None)) or "::" in test_name:
         return Pairing({}, "test methods of classes are not paired yet")
-    wanted = list(inspect.signature(func).parameters)
-    missing = [name for name in wanted if name not in funcargs and name != "gpu_perf"]
-    if missing:
-        return Pairing({}, f"at {revision.label} the test takes other arguments ({', '.join(missing)})")
     collector = VariantCollector(real)
-    kwargs = {name: (collector if name == "gpu_perf" else funcargs[name]) for name in wanted}
+    resolver = FixtureResolver(revision, rev_module, dotted, funcargs, request)
+    try:
+        kwargs = {name: resolver.value(name, collector) for name in inspect.signature(func).parameters}
+    except Exception as exc:
+        return Pairing({}, f"the test's arguments cannot be made at {revision.label} ({type(exc).__name__}: {exc})")
     try:
         with revision.active():
             func(**kwargs)
     except Exception:
         pass  # REV's test ran on placeholder results; the variants it built before stopping are kept
-    variants = {
-        name: _in_revision(revision, v) for name, v in collector.variants.items()
-    }
-    if not variants:
+    if not collector.variants:
         return Pairing({}, f"the test builds no variant at {revision.label}")
-    return Pairing(variants)
-
-
-def _in_revision(revision: Revision, v: Variant) -> Variant:
-    return Variant(
-        v.name,
-        revision.wrap(v.launch),
-        v.bytes,
-        v.flops,
-        v.cache,
-        tuple(revision.wrap(r) for r in v.rotations),
-        v.reference,
-    )
+    return Pairing(dict(collector.variants))

@@ -117,7 +117,7 @@ class GpuPerf:
             from pytest_gpuperf.against import pair
 
             funcargs = getattr(self._item, "funcargs", {})
-            self._pairing = pair(revision, self._module, self._test_key, funcargs, self)
+            self._pairing = pair(revision, self._module, self._test_key, funcargs, self, getattr(self._item, "_request", None))
         return self._pairing.variants.get(variant.name)
 
     def _against(self, variant: Variant) -> Comparison:
@@ -215,7 +215,9 @@ class GpuPerf:
                 pytest.skip(message)
             return None
         elif entry is not None:
-            check = check_regression(m, entry, self.settings.tolerance, self.settings.machine_noise)
+            check = check_regression(
+                m, entry, self.settings.tolerance, self.settings.machine_noise, self.settings.calibrated_noise
+            )
             verdict = check.verdict
             record["regression"] = check.summary()
             record["verdict"] = str(verdict)

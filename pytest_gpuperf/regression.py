@@ -44,9 +44,14 @@ class RegressionCheck:
         }
 
 
-def check_regression(m: Measurement, entry: Entry, tolerance: float, band: float) -> RegressionCheck:
-    """Compare ``m`` with ``entry`` at the measurement's own (look) confidence."""
+def check_regression(
+    m: Measurement, entry: Entry, tolerance: float, machine_band: float, calibrated_band: float
+) -> RegressionCheck:
+    """Compare ``m`` with ``entry`` at the measurement's own (look) confidence. The band is
+    ``calibrated_band`` when both are calibrated against the same reference (what calibration
+    leaves of a machine's difference), else ``machine_band`` (a whole machine's difference)."""
     now, stored, reference = _comparable(m, entry)
+    band = calibrated_band if reference else machine_band
     diff = now.minus(stored)
     slowdown = diff.interval(m.confidence)
     verdict = regression_verdict(slowdown, tolerance, band, diff.independent)

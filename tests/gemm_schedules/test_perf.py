@@ -19,18 +19,14 @@ from kernels.gemm_schedules.family import (
 )
 from pytest_gpuperf import Variant
 
-# Compute-bound GEMMs run power-capped (NVIDIA's sw_power_cap clock event), so their times follow
-# each chip's power behaviour, not only the code. Against one machine's baselines, the same build
-# ran up to 12% slower on other H200s (sessions 6 and 8) and up to 12.8% slower on other H100s
-# (session 27: cuBLAS at 8192^3 on the sixth of six machines; run 7), with no code change, while
-# memory-bound families moved by at most 2.7%. So these regression checks carry a 6% machine spread
-# (instead of the default 1.5%) and a 25% tolerance: a 12.8% shift on another chip is INCONCLUSIVE,
-# and a slowdown of about 17% or more fails. The interleaved Ping-pong/Cooperative and cuBLAS gates,
-# which pair both sides on one chip, are the precise checks. On the H100 even they vary between
-# chips: under the power cap each schedule's time moves between levels 10-15% apart, not together,
-# so the ratios moved by up to 16% between machines and the sm90 margins sit under the lowest
-# interval (family.SPEEDUP_MARGINS).
-pytestmark = pytest.mark.gpu_perf(tolerance=0.25, machine_noise=0.06)
+# Compute-bound GEMMs run power-capped (NVIDIA's sw_power_cap clock event), so their raw times follow
+# each chip's power behaviour, not only the code: against one machine's baselines the same build ran
+# up to 12% slower on other H200s and 12.8% slower on another H100. Regression checks therefore
+# compare each GEMM's time relative to a tensor-core GEMM reference timed in the same rounds
+# (calibration, the plugin's default): between two H100s on 2026-11-27 every calibrated slowdown
+# interval of this suite reached below 1.0. Entries recorded without calibration (older baselines)
+# are compared raw, with a 13% machine band.
+pytestmark = pytest.mark.gpu_perf(machine_noise=0.13)
 
 
 def assert_nothing_escaped(after: str) -> None:

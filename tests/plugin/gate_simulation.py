@@ -27,7 +27,8 @@ from pytest_gpuperf.timing import SamplingPolicy, compare, measure
 T0 = 10e-6  # the kernel: 10 us per launch
 POLICY = SamplingPolicy()  # the defaults a user gets
 TOLERANCE = BY_NAME["tolerance"].default
-BAND = BY_NAME["machine-noise"].default
+MACHINE_BAND = BY_NAME["machine-noise"].default
+CALIBRATED_BAND = BY_NAME["calibrated-noise"].default
 
 # name -> the noise models of one simulated run (fresh state each run)
 MODELS: dict[str, Callable[[], list[noise.Noise]]] = {
@@ -78,7 +79,7 @@ class Scenario:
         after = FakeBackend({"k": T0 * self.truth}, noise=models, seed=2 * seed + 1, call_launch=False)
         ref = after.reference("copy") if self.calibrate else None
         now = measure(after, Variant("k", _noop), policy, "cold", reference=ref)
-        return check_regression(now, stored, TOLERANCE, BAND).verdict
+        return check_regression(now, stored, TOLERANCE, MACHINE_BAND, CALIBRATED_BAND).verdict
 
 
 def scenarios() -> list[Scenario]:

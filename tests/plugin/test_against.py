@@ -11,14 +11,21 @@ import pytest
 
 TEST_MODULE = """
 import os
+import pytest
 from pytest_gpuperf import Variant
 
-def test_k(gpu_perf):
+@pytest.fixture(scope="module")
+def launcher():  # at the revision, this fixture runs from the revision's code
+    from mylib import version
+
     def launch():
-        from mylib import version  # imported while the launch runs: REV's module for REV's variant
         with open(os.environ["SEEN_FILE"], "a") as f:
             f.write(version.VERSION + "\\n")
-    gpu_perf.measure(Variant("k", launch))
+
+    return launch
+
+def test_k(gpu_perf, launcher):
+    gpu_perf.measure(Variant("k", launcher))
 """
 
 
