@@ -19,14 +19,16 @@ from kernels.gemm_schedules.family import (
 )
 from pytest_gpuperf import Variant
 
-# Compute-bound GEMMs run power-capped (NVIDIA's sw_power_cap clock event), so their raw times follow
-# each chip's power behaviour, not only the code: against one machine's baselines the same build ran
-# up to 12% slower on other H200s and 12.8% slower on another H100. Regression checks therefore
-# compare each GEMM's time relative to a tensor-core GEMM reference timed in the same rounds
-# (calibration, the plugin's default): between two H100s on 2026-11-27 every calibrated slowdown
-# interval of this suite reached below 1.0. Entries recorded without calibration (older baselines)
-# are compared raw, with a 13% machine band.
-pytestmark = pytest.mark.gpu_perf(machine_noise=0.13)
+# Compute-bound GEMMs run power-capped (NVIDIA's sw_power_cap clock event), so their times follow
+# each chip's power behaviour, not only the code. Regression checks compare each GEMM's time relative
+# to a tensor-core GEMM reference timed in the same rounds (calibration), which removes what moves
+# both alike. It does not remove Ping-pong's own levels: on H100s on 2026-11-27 Ping-pong at 8192^3
+# ran 15% slower than its baseline in one of two runs on each of two machines, a whole run at one
+# level, with Cooperative and the reference unchanged (evidence/2026-11-27-h100-gemm-levels.json.gz).
+# So checks against stored baselines carry a 16% band here and catch only gross slowdowns; the
+# precise check is --gpu-perf-against (a pull request's merge base, timed in the same rounds), where
+# no band applies. Entries recorded without calibration are compared raw, with the same band.
+pytestmark = pytest.mark.gpu_perf(machine_noise=0.16, calibrated_noise=0.16)
 
 
 def assert_nothing_escaped(after: str) -> None:
