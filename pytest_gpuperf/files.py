@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader (or a crash) never sees half a file."""
+"""Atomic file writes (a reader, or a crash, never sees half a file) and the symlink check
+that guards them."""
 from __future__ import annotations
 
 import json
@@ -16,8 +17,9 @@ def atomic_write_json(path: Path, payload: Any) -> None:
     atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, fsync it, then rename it over ``path``.
+def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
+    """Write ``text`` to a temporary file beside ``path``, fsync it (unless ``fsync`` is False:
+    for records that need not survive a power cut), then rename it over ``path``.
 
     The file gets the mode an ordinary write would give it: a new one 0o666 less the umask (the
     kernel applies it; ``mkstemp`` would make it readable by its owner alone, and a baseline or
@@ -34,7 +36,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -42,6 +45,18 @@ def atomic_write_text(path: Path, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def symlinked_component(path: Path, below: Path) -> Path | None:
+    """The first folder or file from ``below`` (exclusive) down to ``path`` that is a symbolic
+    link, or None. Components that do not exist yet are not links. ``path`` must lie under
+    ``below``; ``below`` itself is the user's choice and may be a link."""
+    current = Path(below)
+    for part in Path(path).relative_to(below).parts:
+        current = current / part
+        if current.is_symlink():
+            return current
+    return None
 
 
 def _create_beside(path: Path) -> tuple[int, Path]:

@@ -46,6 +46,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from pytest_gpuperf.baselines import locked_for_writing
 from pytest_gpuperf.compile import nvcc as _nvcc
 from pytest_gpuperf.compile.nvcc import NvccBuildError, NvccNotFound
 from pytest_gpuperf.errors import BaselineFileError
@@ -783,7 +784,8 @@ class BudgetStore:
     """``<baselines>/static/<file>.json``: read with validation, updated under a lock, atomically."""
 
     def __init__(self, baselines_dir: Path):
-        self.root = Path(baselines_dir) / BUDGETS_FOLDER
+        self.baselines_dir = Path(baselines_dir)
+        self.root = self.baselines_dir / BUDGETS_FOLDER
 
     def path_for(self, file: str) -> Path:
         return self.root / f"{file}.json"
@@ -794,11 +796,8 @@ class BudgetStore:
 
     def update(self, file: str, module: str, arch: str, kernels: Mapping[str, Budget], toolchain: str) -> list[BudgetChange]:
         """Replace the budgets of ``module`` on ``arch`` (other modules and archs are kept)."""
-        from filelock import FileLock
-
         path = self.path_for(file)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
+        with locked_for_writing(path, self.baselines_dir, kind="static budget file", timeout_s=LOCK_TIMEOUT_S):
             current = BudgetFile.read(path) or BudgetFile(path, {})
             old = current.modules.get(module, {}).get(arch)
             old_kernels = old.kernels if old else {}
