@@ -19,13 +19,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from pytest_gpuperf.errors import BaselineFileError, LockTimeoutError, UnsafePathError
+from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 from pytest_gpuperf.files import atomic_write_json, parse_json_object, read_json_object, symlinked_component
 from pytest_gpuperf.locks import hold
 from pytest_gpuperf.stats import Estimate, Interval, estimate_from_interval
@@ -249,7 +250,7 @@ def locked_for_writing(
         link = symlinked_component(candidate, root)
         if link is not None:
             raise BaselineFileError(
-                f"{kind} {path} was not written: {link} is a symbolic link (to {str(link.readlink())!r}) and "
+                f"{kind} {path} was not written: {link} is a symbolic link (to {_link_target(link)!r}) and "
                 f"writing through it would change files outside {root}. Replace the link with a real "
                 "folder or file."
             )
@@ -258,9 +259,16 @@ def locked_for_writing(
         try:
             wait = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
             stack.enter_context(hold(lock, timeout_s=wait, purpose=f"writing {kind} {path}"))
-        except (LockTimeoutError, UnsafePathError) as exc:
+        except GpuPerfError as exc:  # a symlinked lock, a timeout, a lock file that cannot be opened
             raise BaselineFileError(f"{kind} {path} was not written: {exc}") from None
         yield
+
+
+def _link_target(link: Path) -> str:
+    try:
+        return os.readlink(link)
+    except OSError:
+        return "?"
 
 
 def module_file_name(module_path: str) -> str:

@@ -67,8 +67,12 @@ def describe_holder(path: Path) -> str:
 
 
 def _symlink_message(path: Path, purpose: str) -> str:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
     return (
-        f"the lock file {path} ({purpose}) is a symbolic link to {os.readlink(path)!r}; locking it could "
+        f"the lock file {path} ({purpose}) is a symbolic link to {target!r}; locking it could "
         "truncate the link's target. Delete the link; the lock file is recreated as a plain file."
     )
 

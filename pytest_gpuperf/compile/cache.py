@@ -44,7 +44,18 @@ META_FILE = "build.json"
 MANIFEST_CANDIDATES = 8  # per base key: e.g. a header switched back and forth stays cached
 STALE_STAGING_S = 3600.0
 _FORMAT = 1
-_HOST_TAG = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _host_tag() -> str:
+    """This host and pid namespace: containers that share a hostname do not share pids."""
+    try:
+        namespace = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        namespace = ""
+    return hashlib.sha256(f"{socket.gethostname()}\0{namespace}".encode()).hexdigest()[:8]
+
+
+_HOST_TAG = _host_tag()
 _IGNORED_NAMES = ("__pycache__",)  # and dot-files: editors' swap files must not cost a rebuild
 
 
