@@ -108,6 +108,20 @@ def test_baselines_through_a_symlinked_device_folder_are_refused(tmp_path: Path)
     assert list(elsewhere.iterdir()) == []  # nothing written, not even a lock
 
 
+def test_pruning_through_a_symlinked_device_folder_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    BaselineStore(tmp_path / "real").update(KEY, MODULE, DEVICE, {"t::v": entry()})
+    (tmp_path / "real" / KEY).rename(elsewhere)
+    root = tmp_path / "baselines"
+    root.mkdir()
+    (root / KEY).symlink_to(elsewhere, target_is_directory=True)
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    store = BaselineStore(root)
+    with pytest.raises(BaselineFileError, match="is a symbolic link"):
+        store.remove_entries(store.path_for(KEY, MODULE), ["t::v"])
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before
+
+
 @pytest.mark.parametrize("which", ["file", "lock"])
 def test_a_symlinked_baseline_file_or_lock_is_refused(tmp_path: Path, which: str) -> None:
     store = BaselineStore(tmp_path / "baselines")
