@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.compile.private_dir import cache_folder
 from pytest_gpuperf.errors import BaselineFileError
 
 
@@ -70,19 +71,10 @@ def _create_beside(path: Path) -> tuple[int, Path]:
 
 
 def private_dir(name: str) -> Path:
-    """A folder of this user's only (mode 0700) under the user cache folder, for things the plugin
-    later loads or runs: ``$XDG_CACHE_HOME/pytest-gpuperf/<name>`` (default ``~/.cache``)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-gpuperf"
-    path = base / name
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for folder in (base, path):
-        info = folder.stat()
-        if info.st_uid != os.getuid() or info.st_mode & 0o022:
-            raise BaselineFileError(
-                f"{folder} is not a private folder of this user (owner uid {info.st_uid}, mode "
-                f"{oct(stat.S_IMODE(info.st_mode))}); nothing is loaded from it. Remove it or set XDG_CACHE_HOME."
-            )
-    return path
+    """A folder of this user's only under the per-user cache root, for things the plugin later
+    loads or runs: ``<cache root>/<name>``, created with mode 0700 and checked, as the build
+    caches are (see :func:`pytest_gpuperf.compile.private_dir.cache_folder`)."""
+    return cache_folder(name)
 
 
 def read_json_object(path: Path, kind: str) -> dict[str, Any] | None:

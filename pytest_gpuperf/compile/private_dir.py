@@ -45,10 +45,13 @@ def default_cache_root() -> Path:
 
 def cache_folder(name: str, *, env: str | None = None, root: Path | None = None) -> Path:
     """The private folder for one cache: ``$<env>`` when that variable is set, else
-    ``<root or default_cache_root()>/<name>``; created with mode 0700 and checked."""
+    ``<root or default_cache_root()>/<name>``, the root checked too (whoever can write it could
+    swap the folder); created with mode 0700 and checked."""
     override = os.environ.get(env) if env else None
-    folder = Path(override).expanduser() if override else (root if root is not None else default_cache_root()) / name
-    return ensure_private_dir(folder, env=env if override else CACHE_ENV)
+    if override:
+        return ensure_private_dir(Path(override), env=env)
+    parent = ensure_private_dir(root if root is not None else default_cache_root())
+    return ensure_private_dir(parent / name)
 
 
 def ensure_private_dir(path: Path, *, env: str | None = CACHE_ENV) -> Path:

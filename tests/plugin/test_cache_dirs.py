@@ -103,3 +103,15 @@ def test_an_existing_owner_only_cache_is_used_as_it_is(clean_env: Path, tmp_path
     old.chmod(0o755)  # what earlier versions created: readable by others, writable by its owner alone
     assert private_dir.ensure_private_dir(old) == old
     assert stat.S_IMODE(old.stat().st_mode) == 0o755
+
+
+def test_other_private_folders_follow_the_same_rule(clean_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpuperf.files import private_dir as files_private_dir  # --gpu-perf-against's checkouts
+
+    assert files_private_dir("against") == clean_env / ".cache" / "pytest-gpuperf" / "against"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    with pytest.raises(UnsafePathError, match=rf"cache folder {shared / 'pytest-gpuperf'} lies inside {shared}"):
+        files_private_dir("against")
