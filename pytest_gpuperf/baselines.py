@@ -10,22 +10,25 @@
 Files are validated on read: a corrupt file or one of another schema is an error naming
 the file and the field, and is never overwritten. Updates take a file lock, re-read the
 file under it, merge (other tests' entries are kept) and replace the file atomically, so
-concurrent pytest processes or xdist workers lose nothing.
+concurrent pytest processes or xdist workers lose nothing. A device folder, file or lock that
+is a symbolic link is refused before anything is written: writing through it would land
+outside the baseline folder.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
-from filelock import FileLock
-
-from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.files import atomic_write_json, parse_json_object, read_json_object
+from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
+from pytest_gpuperf.files import atomic_write_json, parse_json_object, read_json_object, symlinked_component
+from pytest_gpuperf.locks import hold
 from pytest_gpuperf.stats import Estimate, Interval, estimate_from_interval
 
 SCHEMA = "pytest-gpuperf/baselines/1"
@@ -234,6 +237,40 @@ class Change:
         return self.new.median_s / self.old.median_s - 1.0 if self.old else None
 
 
+@contextlib.contextmanager
+def locked_for_writing(
+    path: Path, root: Path, kind: str = "baseline file", timeout_s: float | None = None
+) -> Iterator[None]:
+    """Hold ``<path>.lock`` to rewrite ``path``, a file under ``root``. Refuses, with a
+    BaselineFileError naming the link, when a folder between ``root`` and ``path``, the file or
+    its lock is a symbolic link; a lock not acquired within ``timeout_s`` (default
+    LOCK_TIMEOUT_S) is a BaselineFileError naming the holder."""
+    lock = path.with_name(path.name + ".lock")
+    for candidate in (path, lock):
+        link = symlinked_component(candidate, root)
+        if link is not None:
+            raise BaselineFileError(
+                f"{kind} {path} was not written: {link} is a symbolic link (to {_link_target(link)!r}) and "
+                f"writing through it would change files outside {root}. Replace the link with a real "
+                "folder or file."
+            )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        try:
+            wait = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
+            stack.enter_context(hold(lock, timeout_s=wait, purpose=f"writing {kind} {path}"))
+        except GpuPerfError as exc:  # a symlinked lock, a timeout, a lock file that cannot be opened
+            raise BaselineFileError(f"{kind} {path} was not written: {exc}") from None
+        yield
+
+
+def _link_target(link: Path) -> str:
+    try:
+        return os.readlink(link)
+    except OSError:
+        return "?"
+
+
 def module_file_name(module_path: str) -> str:
     """'tests/merge/test_perf.py' -> 'tests.merge.test_perf.json'."""
     stem = module_path[:-3] if module_path.endswith(".py") else module_path
@@ -270,8 +307,7 @@ class BaselineStore:
     ) -> list[Change]:
         """Merge ``entries`` into the file under a lock; return what changed."""
         path = self.path_for(device_key, module_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
+        with locked_for_writing(path, self.root):
             current = BaselineFile.read(path) or BaselineFile(path, dict(device), {})
             changes = [Change(str(path), k, current.entries.get(k), e) for k, e in sorted(entries.items())]
             if provenance:
@@ -289,7 +325,7 @@ class BaselineStore:
         listed) and replaced atomically; a file left with no entries is deleted.
         """
         wanted = set(keys)
-        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
+        with locked_for_writing(path, self.root):
             current = BaselineFile.read(path)
             if current is None:
                 return []

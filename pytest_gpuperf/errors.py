@@ -29,3 +29,12 @@ class BaselineFileError(GpuPerfError):
 
 class GateFailure(AssertionError):
     """A performance gate failed: a speedup below its margin, or a regression."""
+
+
+class UnsafePathError(GpuPerfError):
+    """A path the plugin will not use: a symlink where following it could write elsewhere, a
+    cache folder another user owns or can write, or a name nvcc's shell would execute."""
+
+
+class LockTimeoutError(GpuPerfError):
+    """A file lock was not acquired in time; the message names the lock file and its holder."""

@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader (or a crash) never sees half a file."""
+"""Atomic file writes (a reader, or a crash, never sees half a file) and the symlink check
+that guards them."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.compile.private_dir import cache_folder
 from pytest_gpuperf.errors import BaselineFileError
 
 
@@ -16,8 +18,9 @@ def atomic_write_json(path: Path, payload: Any) -> None:
     atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, fsync it, then rename it over ``path``.
+def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
+    """Write ``text`` to a temporary file beside ``path``, fsync it (unless ``fsync`` is False:
+    for records that need not survive a power cut), then rename it over ``path``.
 
     The file gets the mode an ordinary write would give it: a new one 0o666 less the umask (the
     kernel applies it; ``mkstemp`` would make it readable by its owner alone, and a baseline or
@@ -34,7 +37,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -42,6 +46,18 @@ def atomic_write_text(path: Path, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def symlinked_component(path: Path, below: Path) -> Path | None:
+    """The first folder or file from ``below`` (exclusive) down to ``path`` that is a symbolic
+    link, or None. Components that do not exist yet are not links. ``path`` must lie under
+    ``below``; ``below`` itself is the user's choice and may be a link."""
+    current = Path(below)
+    for part in Path(path).relative_to(below).parts:
+        current = current / part
+        if current.is_symlink():
+            return current
+    return None
 
 
 def _create_beside(path: Path) -> tuple[int, Path]:
@@ -55,19 +71,10 @@ def _create_beside(path: Path) -> tuple[int, Path]:
 
 
 def private_dir(name: str) -> Path:
-    """A folder of this user's only (mode 0700) under the user cache folder, for things the plugin
-    later loads or runs: ``$XDG_CACHE_HOME/pytest-gpuperf/<name>`` (default ``~/.cache``)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-gpuperf"
-    path = base / name
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for folder in (base, path):
-        info = folder.stat()
-        if info.st_uid != os.getuid() or info.st_mode & 0o022:
-            raise BaselineFileError(
-                f"{folder} is not a private folder of this user (owner uid {info.st_uid}, mode "
-                f"{oct(stat.S_IMODE(info.st_mode))}); nothing is loaded from it. Remove it or set XDG_CACHE_HOME."
-            )
-    return path
+    """A folder of this user's only under the per-user cache root, for things the plugin later
+    loads or runs: ``<cache root>/<name>``, created with mode 0700 and checked, as the build
+    caches are (see :func:`pytest_gpuperf.compile.private_dir.cache_folder`)."""
+    return cache_folder(name)
 
 
 def read_json_object(path: Path, kind: str) -> dict[str, Any] | None:

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from filelock import FileLock
 
 from pytest_gpuperf.baselines import BaselineStore, Change, Entry
 from pytest_gpuperf.device import DeviceInfo, NoDevice, probe
+from pytest_gpuperf.locks import hold
 from pytest_gpuperf.options import Settings
 from pytest_gpuperf.timing.backend import TimingBackend
 from pytest_gpuperf.timing.health import HealthGuard
@@ -29,6 +29,12 @@ def worker_index() -> int | None:
     """The pytest-xdist worker number (gw3 -> 3), or None outside xdist."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
+
+
+def gpu_lock_path(ident: str) -> Path:
+    """The lock file of one GPU, in the system's temporary folder so that every process on the
+    host (other users' too) sees the same one."""
+    return Path(tempfile.gettempdir()) / f"pytest-gpuperf-gpu-{ident.replace(':', '_').replace('/', '_')}.lock"
 
 
 def select_ordinal(device_setting: str, worker: int | None, count: int | None) -> int:
@@ -105,11 +111,11 @@ class GpuPerfSession:
 
     @contextlib.contextmanager
     def gpu_lock(self) -> Iterator[None]:
-        """Hold the GPU for timing: two processes never time on one GPU at once."""
+        """Hold the GPU for timing: two processes never time on one GPU at once. A wait longer
+        than GPU_LOCK_TIMEOUT_S raises LockTimeoutError naming the lock file and its holder."""
         device = self.device
         ident = (device.uuid or device.pci_bus_id or str(device.ordinal)) if isinstance(device, DeviceInfo) else "none"
-        path = Path(tempfile.gettempdir()) / f"pytest-gpuperf-gpu-{ident.replace(':', '_')}.lock"
-        with FileLock(str(path), timeout=GPU_LOCK_TIMEOUT_S):
+        with hold(gpu_lock_path(ident), timeout_s=GPU_LOCK_TIMEOUT_S, purpose=f"timing on GPU {ident}"):
             yield
 
     @property

@@ -3,8 +3,9 @@
     python -m kernels.gemm_schedules.build [--jobs N] [--configs NAME ...] [--cache-dir DIR]
 
 Needs nvcc and the CUTLASS headers, not a GPU, so the cache it fills (``$GPU_PERF_CACHE_DIR``
-or ``~/.cache/pytest-gpuperf``) can be built on one machine and carried to another. Exits 1 if a
-build fails or ptxas reports a performance warning (C75xx, spills): those are bugs, not noise.
+or ``~/.cache/pytest-gpuperf``) can be built on one machine and carried to another that has the
+same toolchain and paths (the cache key holds both). Exits 1 if a build fails or ptxas reports a
+performance warning (C75xx, spills): those are bugs, not noise.
 """
 from __future__ import annotations
 

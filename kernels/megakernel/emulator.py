@@ -3,26 +3,35 @@
 Every GPU thread becomes a fiber; fibers switch at barriers and shuffles in a seeded random
 order. This checks the kernel's indexing, work split, barriers-as-written and numerics against the
 reference on machines without a GPU; it says nothing about the memory model or speed.
+
+The emulator library is built into pytest-gpuperf's build cache, in a folder private to the user
+(``$MK_EMULATOR_CACHE``, else ``<cache root>/megakernel-emulator``; never the shared temporary
+folder, where anyone could plant a library for this process to load). It is keyed on the
+compiler's path and version, the flags, the relevant environment and every file the compiler's
+``-MD`` output names, and verified against its recorded sha256 before it is loaded.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
-
 
 from kernels.megakernel.config import ModelConfig
 from kernels.megakernel.family import VARIANTS
 from kernels.megakernel.layout import PARAMS_DTYPE, DecodeBuffers
+from pytest_gpuperf.compile.cache import BuildCache, Built, digest_fields
+from pytest_gpuperf.compile.depfile import TARGET, parse_depfile
+from pytest_gpuperf.compile.private_dir import cache_folder
+from pytest_gpuperf.compile.run import run_tool
+from pytest_gpuperf.compile.toolchain import environment_identity, tool_identity
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE / "megakernel.cu", HERE / "mk_device.cuh", HERE / "emulate" / "cuda_emulation.h",
-           HERE / "emulate" / "run_decode.cpp")
+CACHE_ENV = "MK_EMULATOR_CACHE"
+BUILD_TIMEOUT_S = 600.0  # about 7 s on one core
+LIBRARY = "mk_emulate.so"
 
 
 def compiler() -> str | None:
@@ -33,30 +42,59 @@ def compiler() -> str | None:
     return None
 
 
-@functools.cache
-def load_library(config: ModelConfig, own_grid_barrier: bool = False, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """Build (once per source text, shape, barrier choice and tuning macros ``defines``, e.g.
-    ``("MK_ACC_COPIES=2",)``; cached on disk) and load the emulator library."""
+def cache_dir() -> Path:
+    """Where emulator libraries are kept: ``$MK_EMULATOR_CACHE``, else
+    ``<pytest-gpuperf cache root>/megakernel-emulator``; created with mode 0700 and refused
+    (UnsafePathError) when another user owns it or can write it."""
+    return cache_folder("megakernel-emulator", env=CACHE_ENV)
+
+
+def build_library(config: ModelConfig, own_grid_barrier: bool = False, defines: tuple[str, ...] = ()) -> Path:
+    """The emulator library for ``config``, the barrier choice and the tuning macros ``defines``
+    (e.g. ``("MK_ACC_COPIES=2",)``): from the cache, or built into it."""
     cxx = compiler()
-    if cxx is None:
+    resolved = shutil.which(cxx) if cxx else None
+    if resolved is None:
         raise RuntimeError("no C++ compiler found (set CXX)")
     flags = ["-std=c++17", "-O2", "-fPIC", "-shared", "-DMK_EMULATE", *config.compile_defines(), f"-I{HERE}"]
     if own_grid_barrier:
         flags.append("-DMK_OWN_GRID_BARRIER")
     flags += [f"-D{d}" for d in defines]
-    digest = hashlib.sha256(("\0".join(flags) + cxx).encode())
-    for source in SOURCES:
-        digest.update(source.read_bytes())
-    cache = Path(os.environ.get("MK_EMULATOR_CACHE", Path(tempfile.gettempdir()) / "megakernel-emulator"))
-    cache.mkdir(parents=True, exist_ok=True)
-    library = cache / f"mk_emulate_{digest.hexdigest()[:16]}.so"
-    if not library.exists():
-        partial = library.with_suffix(f".{os.getpid()}.tmp")
-        result = subprocess.run([cxx, *flags, "-o", str(partial), str(HERE / "emulate" / "run_decode.cpp")],
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            raise RuntimeError(f"building the emulator failed:\n{result.stderr}")
-        partial.replace(library)  # atomic: a concurrent build of the same text wins harmlessly
+    main = HERE / "emulate" / "run_decode.cpp"
+    base = digest_fields([
+        ("layout", "1"),
+        ("compiler", tool_identity(resolved)),
+        ("environment", environment_identity()),
+        *(("flag", flag) for flag in flags),
+        ("source", str(main)),
+        ("source-bytes", main.read_bytes()),
+    ])
+
+    def build(staging: Path) -> Built:
+        library, depfile = staging / LIBRARY, staging / "deps.d"
+        command = [resolved, *flags, "-MD", "-MT", TARGET, "-MF", str(depfile), "-o", str(library), str(main)]
+        try:
+            done = run_tool(command, timeout_s=BUILD_TIMEOUT_S, cwd=staging, env={**os.environ, "TMPDIR": str(staging)})
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"building the emulator from {main} ran past {BUILD_TIMEOUT_S:g} s and was stopped") from None
+        if done.returncode != 0 or not library.is_file():
+            raise RuntimeError(f"building the emulator failed:\n{done.stderr}")
+        return Built(
+            files=(LIBRARY,),
+            dependencies=parse_depfile(depfile.read_text(encoding="utf-8", errors="replace"), staging),
+            search_folders=(HERE, main.parent),
+            meta={"command": command},
+        )
+
+    cache = BuildCache(cache_dir(), lock_timeout_s=BUILD_TIMEOUT_S, env=CACHE_ENV)
+    return cache.get_or_build(base, build, what=f"building the megakernel emulator from {main}").path(LIBRARY)
+
+
+@functools.cache
+def load_library(config: ModelConfig, own_grid_barrier: bool = False, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """Build (see :func:`build_library`; once per process for each argument set) and load the
+    emulator library."""
+    library = build_library(config, own_grid_barrier, defines)
     lib = ctypes.CDLL(str(library))
     lib.mk_emulate_decode.restype = ctypes.c_int
     lib.mk_emulate_decode.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
@@ -97,4 +135,4 @@ def shared_bytes_of(config: ModelConfig, ring: bool = False) -> int:
     return int(lib.mk_emulate_shared_bytes_ring() if ring else lib.mk_emulate_shared_bytes())
 
 
-__all__ = ["compiler", "emulate_decode", "load_library", "shared_bytes_of"]
+__all__ = ["build_library", "cache_dir", "compiler", "emulate_decode", "load_library", "shared_bytes_of"]

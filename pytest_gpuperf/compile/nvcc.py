@@ -1,60 +1,71 @@
-"""Static CUDA builds with nvcc: shared libraries for ctypes, cached by content.
+"""Static CUDA builds with nvcc: shared libraries for ctypes, cached by everything that shapes them.
 
 Kernels that NVRTC cannot compile (CUTLASS 3.x collectives need host-side TMA descriptors and a
 real C++ host compiler) are built here into a ``.so`` and loaded with ``ctypes``. Builds are slow
-(a CUTLASS GEMM takes about a minute), so results are cached under a key covering everything that
-changes the output:
+(a CUTLASS GEMM takes about a minute), so results are kept in a :class:`~.cache.BuildCache`
+(``<cache root>/nvcc``, private to the user) under a key made of
 
-* the bytes of every source file, and of the headers next to each source;
-* the contents of every include directory (hashed whole: a tree walk with a per-process memo on
-  each tree's file sizes and mtimes costs milliseconds, where ``nvcc -M`` would cost a full
-  preprocessing run per lookup; paths are hashed relative to their tree, so a cache built on one
-  machine is valid on another with the same headers);
-* the flags, the target architecture and ``nvcc --version``.
+* the toolchain (:func:`~.toolchain.nvcc_identity`): nvcc's resolved path, version and
+  nvcc.profile, the host compiler and tools its dry run names, and the environment variables
+  nvcc and the host compiler read (``NVCC_APPEND_FLAGS``, ``NVCC_PREPEND_FLAGS``, ...);
+* every argument (the architecture, the flags, ``-I`` and ``-L`` folders), the working folder
+  (a relative path in a flag depends on it) and the sources;
+* every file the build read, as ``nvcc -M`` lists them (headers in sub-folders, ``../``,
+  ``-I`` flags and symlinked folders alike), checked by content on each lookup.
 
-Concurrent builders (pytest-xdist workers, parallel ``build`` jobs) take a file lock on the entry
-and re-check the cache after acquiring it, so each entry is built once. A build goes to a
-temporary directory that is renamed into place only after it succeeded, so a failed or killed
-build never leaves a half entry.
+nvcc runs without a shell but passes its arguments on through ``/bin/sh``, so sources, folders
+and flags holding shell metacharacters are refused before it starts; it runs with a timeout
+(``GPU_PERF_NVCC_TIMEOUT`` seconds, default 1800) and its temporary files go to the private
+staging folder rather than the shared ``/tmp``.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 import importlib.util
-import json
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Mapping, Sequence
+
+from pytest_gpuperf.compile.cache import BuildCache, Built, digest_fields
+from pytest_gpuperf.compile.depfile import TARGET, parse_depfile
+from pytest_gpuperf.compile.private_dir import default_cache_root, ensure_private_dir
+from pytest_gpuperf.compile.run import run_tool
+from pytest_gpuperf.compile.toolchain import nvcc_identity, refuse_shell_metacharacters, tool_version
+from pytest_gpuperf.errors import GpuPerfUsageError
 
 __all__ = [
     "BuildResult",
     "NvccBuildError",
     "NvccNotFound",
+    "NvccTimeout",
+    "DEFAULT_BUILD_TIMEOUT_S",
     "DEFAULT_FLAGS",
     "build_shared_library",
+    "build_timeout_s",
+    "cache_for",
+    "check_arguments",
     "default_cache_dir",
+    "dependencies",
     "find_cuobjdump",
     "find_nvcc",
     "find_nvdisasm",
     "nvcc_version",
     "parse_perf_warnings",
+    "run_nvcc",
 ]
 
 # -DNDEBUG matters beyond speed: CUTLASS's device asserts put function calls between wgmma
 # instructions and ptxas then serializes them (C7510), costing Ping-pong 30-45%.
 DEFAULT_FLAGS: tuple[str, ...] = ("-std=c++17", "-O3", "-DNDEBUG", "-shared", "-Xcompiler=-fPIC")
+DEFAULT_BUILD_TIMEOUT_S = 1800.0  # a CUTLASS GEMM builds in about a minute
+TIMEOUT_ENV = "GPU_PERF_NVCC_TIMEOUT"
 _PTXAS_REPORT_FLAGS: tuple[str, ...] = ("-Xptxas=-v", "--resource-usage")
-_HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inl", ".hxx", ".inc")
 _ARCH_RE = re.compile(r"^sm_(\d+)([af]?)$")
-_CACHE_ENV = "GPU_PERF_CACHE_DIR"
-_KEY_VERSION = "1"  # bump when the layout of an entry or of the key changes
+_KEY_VERSION = "2"  # bump when the layout of an entry or of the key changes
 
 _INSTALL_HINT = (
     "Install the CUDA toolkit and set CUDA_HOME to it (its bin/ holds nvcc), put nvcc on PATH, "
@@ -74,6 +85,10 @@ class NvccBuildError(RuntimeError):
         super().__init__(message)
         self.command = tuple(command)
         self.log = log
+
+
+class NvccTimeout(NvccBuildError):
+    """nvcc ran past its timeout and was killed, with everything it had started."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,91 +206,228 @@ def find_nvdisasm() -> Path:
     return _find_binutil("nvdisasm")
 
 
-@functools.cache
-def _version_of(nvcc: str) -> str:
-    try:
-        done = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
-    except OSError as exc:
-        raise NvccNotFound(f"cannot run {nvcc}: {exc}. {_INSTALL_HINT}") from exc
-    if done.returncode != 0:
-        raise NvccNotFound(f"`{nvcc} --version` failed ({done.returncode}): {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
 def nvcc_version(nvcc: str | os.PathLike[str] | None = None) -> str:
-    """The full ``nvcc --version`` text (cached per process and executable)."""
-    return _version_of(str(nvcc if nvcc is not None else find_nvcc()))
+    """The full ``nvcc --version`` text (probed once per process and executable)."""
+    path = str(nvcc if nvcc is not None else find_nvcc())
+    try:
+        text = tool_version(path)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NvccNotFound(f"cannot run {path}: {exc}. {_INSTALL_HINT}") from exc
+    if text.startswith("exit "):
+        raise NvccNotFound(f"`{path} --version` failed ({text})")
+    return text
 
 
 # --------------------------------------------------------------------------------------------
-# The cache key
+# Where builds live, how long they may take, what nvcc may be given
 
 
 def default_cache_dir() -> Path:
-    """``$GPU_PERF_CACHE_DIR``, else ``~/.cache/pytest-gpuperf``."""
-    env = os.environ.get(_CACHE_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "pytest-gpuperf"
+    """``$GPU_PERF_CACHE_DIR``, else ``$XDG_CACHE_HOME/pytest-gpuperf``, else
+    ``~/.cache/pytest-gpuperf`` (created with mode 0700 on first use)."""
+    return default_cache_root()
 
 
-def _tree_signature(root: Path) -> tuple[tuple[str, int, int], ...]:
-    entries = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for name in sorted(filenames):
-            if name.endswith(".pyc"):
-                continue
-            path = Path(dirpath) / name
-            st = path.stat()
-            entries.append((path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
-    return tuple(entries)
+def build_timeout_s() -> float:
+    """``$GPU_PERF_NVCC_TIMEOUT`` seconds, else DEFAULT_BUILD_TIMEOUT_S."""
+    raw = os.environ.get(TIMEOUT_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_BUILD_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise GpuPerfUsageError(f"{TIMEOUT_ENV}: expected a positive number of seconds, got {raw!r}")
+    return value
 
 
-@functools.lru_cache(maxsize=64)
-def _tree_digest_for(root: str, signature: tuple[tuple[str, int, int], ...]) -> str:
-    digest = hashlib.sha256()
-    for rel, _, _ in signature:
-        digest.update(rel.encode() + b"\0")
-        digest.update((Path(root) / rel).read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
+def cache_for(cache_dir: str | os.PathLike[str] | None, name: str, lock_timeout_s: float) -> BuildCache:
+    """The build cache ``<cache_dir or default_cache_dir()>/<name>``, its folders checked."""
+    root = ensure_private_dir(Path(cache_dir) if cache_dir is not None else default_cache_dir())
+    cache = BuildCache(root / name, lock_timeout_s=lock_timeout_s)
+    refuse_shell_metacharacters(cache.folder, "cache folder")  # nvcc writes its output there
+    return cache
 
 
-def _tree_digest(root: Path) -> str:
-    """Content hash of every file under ``root``; re-hashed only when a size or mtime changed."""
-    resolved = root.resolve()
-    return _tree_digest_for(str(resolved), _tree_signature(resolved))
-
-
-def _sibling_headers(source: Path) -> list[Path]:
-    return sorted(p for p in source.parent.iterdir() if p.is_file() and p.suffix in _HEADER_SUFFIXES)
-
-
-def _cache_key(
-    sources: Sequence[Path],
-    include_dirs: Sequence[Path],
-    flags: Sequence[str],
-    arch: str,
-    version: str,
-) -> str:
-    digest = hashlib.sha256()
-
-    def field(label: str, value: bytes) -> None:
-        digest.update(label.encode() + b"=" + str(len(value)).encode() + b":" + value + b";")
-
-    field("key-version", _KEY_VERSION.encode())
-    field("nvcc", version.encode())
-    field("arch", arch.encode())
-    for flag in flags:
-        field("flag", flag.encode())
+def check_arguments(
+    compiler: str, sources: Sequence[Path], include_dirs: Sequence[Path], flags: Sequence[str]
+) -> None:
+    """Refuse, before nvcc runs, any path or flag its shell would interpret, including the
+    flags nvcc takes from NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS."""
+    refuse_shell_metacharacters(compiler, "nvcc path")
     for source in sources:
-        field("source", source.name.encode())
-        field("source-bytes", source.read_bytes())
-        for header in _sibling_headers(source):
-            field("sibling", header.name.encode())
-            field("sibling-bytes", header.read_bytes())
-    for include in include_dirs:
-        field("include-tree", _tree_digest(include).encode())
-    return digest.hexdigest()
+        refuse_shell_metacharacters(source, "source file")
+    for folder in include_dirs:
+        refuse_shell_metacharacters(folder, "include folder")
+    for flag in flags:
+        refuse_shell_metacharacters(flag, "nvcc flag")
+    for name in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"):
+        if os.environ.get(name):
+            refuse_shell_metacharacters(os.environ[name], f"${name}")
+
+
+def dependencies(
+    command: Sequence[str],
+    source: Path,
+    depfile: Path,
+    what: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+) -> tuple[Path, ...]:
+    """Every file nvcc reads to compile ``source`` with ``command`` (nvcc and its arguments, no
+    sources or output) in the folder ``cwd``, listed by ``nvcc -M`` into ``depfile``: the host
+    and the device passes, through every include folder and link."""
+    full = [*command, str(source), "-M", "-MT", TARGET, "-MF", str(depfile)]
+    run_nvcc(full, depfile, what, cwd=cwd, env=env, timeout_s=timeout_s)
+    try:
+        return parse_depfile(depfile.read_text(encoding="utf-8", errors="replace"), cwd)
+    except ValueError as exc:
+        raise NvccBuildError(f"nvcc -M wrote no usable dependency list {what}: {exc}", command=full, log="") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Building
+
+
+def _gencode(arch: str) -> str:
+    match = _ARCH_RE.match(arch)
+    if not match:
+        raise ValueError(f"arch: expected a form like 'sm_90a' or 'sm_80', got {arch!r}")
+    number, suffix = match.groups()
+    return f"-gencode=arch=compute_{number}{suffix},code=sm_{number}{suffix}"
+
+
+def build_shared_library(
+    sources: Sequence[str | os.PathLike[str]],
+    *,
+    arch: str = "sm_90a",
+    flags: Sequence[str] = (),
+    include_dirs: Sequence[str | os.PathLike[str]] = (),
+    cache_dir: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    nvcc: str | os.PathLike[str] | None = None,
+    lock_timeout_s: float = 3600.0,
+    timeout_s: float | None = None,
+) -> BuildResult:
+    """Build ``sources`` into a shared library with nvcc, or return the cached one.
+
+    ``flags`` come after :data:`DEFAULT_FLAGS` (``-O3 -DNDEBUG -shared ...``) and the ptxas
+    report flags; ``arch`` becomes ``-gencode=arch=compute_XX,code=sm_XX`` (the ``-arch=sm_90a``
+    shorthand also runs a plain sm_90 pass that rejects wgmma). ``nvcc`` overrides
+    :func:`find_nvcc` (tests pass a stand-in script); ``timeout_s`` overrides
+    :func:`build_timeout_s`. Raises :class:`NvccNotFound`, :class:`NvccBuildError` (and its
+    :class:`NvccTimeout`), and :class:`~pytest_gpuperf.errors.UnsafePathError` for a path or
+    flag nvcc's shell would interpret or a cache folder others can write.
+    """
+    if not sources:
+        raise ValueError("sources: expected at least one source file, got none")
+    source_paths = [Path(s).resolve() for s in sources]
+    include_paths = [Path(d).resolve() for d in include_dirs]
+    lib_name = f"{name or source_paths[0].stem}.so"
+    if "/" in lib_name or lib_name.startswith("."):
+        raise ValueError(f"name: expected a file name without '/' or a leading dot, got {name!r}")
+    compiler = str(nvcc) if nvcc is not None else str(find_nvcc())
+    all_flags = (*DEFAULT_FLAGS, *_PTXAS_REPORT_FLAGS, *flags)
+    check_arguments(compiler, source_paths, include_paths, all_flags)
+    refuse_shell_metacharacters(lib_name, "library name")
+    for path in source_paths:
+        if not path.is_file():
+            raise FileNotFoundError(f"source file {path} does not exist")
+    for path in include_paths:
+        if not path.is_dir():
+            raise FileNotFoundError(f"include directory {path} does not exist")
+    gencode = _gencode(arch)
+    nvcc_version(compiler)  # a clear NvccNotFound when it cannot run
+    timeout = timeout_s if timeout_s is not None else build_timeout_s()
+    arguments = [gencode, *all_flags, *(f"-I{p}" for p in include_paths), *_wheel_link_dirs(compiler)]
+    cache = cache_for(cache_dir, "nvcc", lock_timeout_s)
+    workdir = Path.cwd()  # a relative path in a flag is relative to it
+    base = digest_fields([
+        ("layout", _KEY_VERSION),
+        ("toolchain", nvcc_identity(compiler, arguments)),
+        ("working-folder", str(workdir)),
+        *(("argument", a) for a in arguments),
+        ("library", lib_name),
+        *(field for p in source_paths for field in (("source", str(p)), ("source-bytes", p.read_bytes()))),
+    ])
+    names = ", ".join(p.name for p in source_paths)
+
+    def build(staging: Path) -> Built:
+        env = {**os.environ, "TMPDIR": str(staging)}  # nvcc's intermediate files stay private
+        deps: list[Path] = []
+        for index, source in enumerate(source_paths):
+            deps += dependencies([compiler, *arguments], source, staging / f"{index}-{source.name}.d",
+                                 f"listing the headers of {source.name}", cwd=workdir, env=env, timeout_s=timeout)
+        command = [compiler, *arguments, *(str(p) for p in source_paths), "-o", str(staging / lib_name)]
+        log, seconds = run_nvcc(command, staging / lib_name, f"building {names}", cwd=workdir, env=env, timeout_s=timeout)
+        (staging / "nvcc.log").write_text(log, encoding="utf-8")
+        return Built(
+            files=(lib_name, "nvcc.log"),
+            dependencies=tuple(deps),
+            search_folders=(*{p.parent for p in source_paths}, *include_paths),
+            meta={"library": lib_name, "command": command, "build_seconds": seconds},
+        )
+
+    entry = cache.get_or_build(base, build, what=f"building {names}")
+    log = entry.path("nvcc.log").read_text(encoding="utf-8")
+    return BuildResult(
+        library=entry.path(lib_name),
+        key=entry.key,
+        command=tuple(entry.meta.get("command", ())),
+        log=log,
+        perf_warnings=parse_perf_warnings(log),
+        cached=entry.cached,
+        build_seconds=entry.meta.get("build_seconds"),
+    )
+
+
+def _wheel_link_dirs(compiler: str) -> list[str]:
+    """``-L`` for the static CUDA runtime of NVIDIA's pip wheels. nvcc.profile looks in ``lib64``
+    but nvidia-cuda-runtime installs ``nvidia/cu13/lib`` (libcudart_static.a, libcudadevrt.a),
+    so a shared library built with the wheel's nvcc fails to link without it. A search path
+    changes no output, so it stays out of the cache key."""
+    top = Path(compiler).resolve().parent.parent
+    lib = top / "lib"
+    if not (top / "lib64").is_dir() and (lib / "libcudart_static.a").is_file():
+        return [f"-L{lib}"]
+    return []
+
+
+def run_nvcc(
+    command: Sequence[str],
+    output: Path,
+    what: str,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> tuple[str, float]:
+    """Run an nvcc command line (no shell); return its log and wall seconds. Raises
+    :class:`NvccBuildError` naming ``what`` when it fails or leaves no ``output``, and
+    :class:`NvccTimeout` when it runs past ``timeout_s`` (default :func:`build_timeout_s`)."""
+    timeout = timeout_s if timeout_s is not None else build_timeout_s()
+    start = time.perf_counter()
+    try:
+        done = run_tool(command, timeout_s=timeout, cwd=cwd, env=env)
+    except subprocess.TimeoutExpired:
+        raise NvccTimeout(
+            f"nvcc timed out after {timeout:g} s {what} and was stopped; if the build is just slow, raise "
+            f"the limit with {TIMEOUT_ENV}=<seconds>",
+            command=list(command),
+            log="",
+        ) from None
+    except OSError as exc:
+        raise NvccNotFound(f"cannot run {command[0]}: {exc}. {_INSTALL_HINT}") from exc
+    seconds = time.perf_counter() - start
+    log = done.stdout + done.stderr
+    if done.returncode != 0 or not output.is_file():
+        raise NvccBuildError(
+            f"nvcc failed with exit code {done.returncode} {what}:\n{_tail(log)}", command=list(command), log=log
+        )
+    return log, seconds
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,166 +463,6 @@ def parse_perf_warnings(log: str) -> tuple[str, ...]:
 
 def _shorten(text: str, limit: int = 400) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# --------------------------------------------------------------------------------------------
-# Building
-
-
-def _gencode(arch: str) -> str:
-    match = _ARCH_RE.match(arch)
-    if not match:
-        raise ValueError(f"arch: expected a form like 'sm_90a' or 'sm_80', got {arch!r}")
-    number, suffix = match.groups()
-    return f"-gencode=arch=compute_{number}{suffix},code=sm_{number}{suffix}"
-
-
-def build_shared_library(
-    sources: Sequence[str | os.PathLike[str]],
-    *,
-    arch: str = "sm_90a",
-    flags: Sequence[str] = (),
-    include_dirs: Sequence[str | os.PathLike[str]] = (),
-    cache_dir: str | os.PathLike[str] | None = None,
-    name: str | None = None,
-    nvcc: str | os.PathLike[str] | None = None,
-    lock_timeout_s: float = 3600.0,
-) -> BuildResult:
-    """Build ``sources`` into a shared library with nvcc, or return the cached one.
-
-    ``flags`` come after :data:`DEFAULT_FLAGS` (``-O3 -DNDEBUG -shared ...``) and the ptxas
-    report flags; ``arch`` becomes ``-gencode=arch=compute_XX,code=sm_XX`` (the ``-arch=sm_90a``
-    shorthand also runs a plain sm_90 pass that rejects wgmma). ``nvcc`` overrides
-    :func:`find_nvcc` (tests pass a stand-in script). Raises :class:`NvccNotFound` or
-    :class:`NvccBuildError`.
-    """
-    if not sources:
-        raise ValueError("sources: expected at least one source file, got none")
-    source_paths = [Path(s).resolve() for s in sources]
-    for path in source_paths:
-        if not path.is_file():
-            raise FileNotFoundError(f"source file {path} does not exist")
-    include_paths = [Path(d).resolve() for d in include_dirs]
-    for path in include_paths:
-        if not path.is_dir():
-            raise FileNotFoundError(f"include directory {path} does not exist")
-    gencode = _gencode(arch)
-    compiler = str(nvcc) if nvcc is not None else str(find_nvcc())
-    version = nvcc_version(compiler)
-    all_flags = (*DEFAULT_FLAGS, *_PTXAS_REPORT_FLAGS, *flags)
-    key = _cache_key(source_paths, include_paths, all_flags, arch, version)
-
-    root = (Path(cache_dir) if cache_dir is not None else default_cache_dir()).expanduser().resolve()
-    root = root / "nvcc"
-    root.mkdir(parents=True, exist_ok=True)
-    entry = root / key
-    lib_name = f"{name or source_paths[0].stem}.so"
-
-    hit = _load_entry(entry)
-    if hit is not None:
-        return hit
-
-    from filelock import FileLock  # lazily: only builds need it
-
-    with FileLock(str(root / f"{key}.lock"), timeout=lock_timeout_s):
-        # Another process may have built it while we waited for the lock.
-        hit = _load_entry(entry)
-        if hit is not None:
-            return hit
-        return _build_entry(
-            entry, compiler, gencode, all_flags, include_paths, source_paths, lib_name, key
-        )
-
-
-def _load_entry(entry: Path) -> BuildResult | None:
-    meta_path = entry / "build.json"
-    if not meta_path.is_file():
-        return None
-    meta = json.loads(meta_path.read_text())
-    library = entry / meta["library"]
-    if not library.is_file():
-        return None
-    log = (entry / "nvcc.log").read_text()
-    return BuildResult(
-        library=library,
-        key=entry.name,
-        command=tuple(meta["command"]),
-        log=log,
-        perf_warnings=parse_perf_warnings(log),
-        cached=True,
-        build_seconds=meta.get("build_seconds"),
-    )
-
-
-def _build_entry(
-    entry: Path,
-    compiler: str,
-    gencode: str,
-    flags: Iterable[str],
-    include_paths: Sequence[Path],
-    source_paths: Sequence[Path],
-    lib_name: str,
-    key: str,
-) -> BuildResult:
-    staging = Path(tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=entry.parent))
-    try:
-        output = staging / lib_name
-        command = [
-            compiler,
-            gencode,
-            *flags,
-            *(f"-I{p}" for p in include_paths),
-            *_wheel_link_dirs(compiler),
-            *(str(p) for p in source_paths),
-            "-o",
-            str(output),
-        ]
-        log, seconds = run_nvcc(command, output, f"building {', '.join(p.name for p in source_paths)}")
-        (staging / "nvcc.log").write_text(log)
-        staging.chmod(0o755)  # mkdtemp makes it private; a shared cache should be readable
-        (staging / "build.json").write_text(
-            json.dumps({"library": lib_name, "command": command, "build_seconds": seconds}, indent=1)
-        )
-        if entry.exists():  # an entry without build.json is not from us; we hold the lock
-            shutil.rmtree(entry)
-        os.replace(staging, entry)  # atomic publish: the entry appears complete or not at all
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return BuildResult(
-        library=entry / lib_name,
-        key=key,
-        command=tuple(command),
-        log=log,
-        perf_warnings=parse_perf_warnings(log),
-        cached=False,
-        build_seconds=seconds,
-    )
-
-
-def _wheel_link_dirs(compiler: str) -> list[str]:
-    """``-L`` for the static CUDA runtime of NVIDIA's pip wheels. nvcc.profile looks in ``lib64``
-    but nvidia-cuda-runtime installs ``nvidia/cu13/lib`` (libcudart_static.a, libcudadevrt.a),
-    so a shared library built with the wheel's nvcc fails to link without it. A search path
-    changes no output, so it stays out of the cache key."""
-    top = Path(compiler).resolve().parent.parent
-    lib = top / "lib"
-    if not (top / "lib64").is_dir() and (lib / "libcudart_static.a").is_file():
-        return [f"-L{lib}"]
-    return []
-
-
-def run_nvcc(command: Sequence[str], output: Path, what: str) -> tuple[str, float]:
-    """Run an nvcc command line; return its log and wall seconds, or raise NvccBuildError naming ``what``."""
-    start = time.perf_counter()
-    done = subprocess.run(list(command), capture_output=True, text=True, encoding="utf-8", errors="replace")
-    seconds = time.perf_counter() - start
-    log = done.stdout + done.stderr
-    if done.returncode != 0 or not output.is_file():
-        raise NvccBuildError(
-            f"nvcc failed with exit code {done.returncode} {what}:\n{_tail(log)}", command=list(command), log=log
-        )
-    return log, seconds
 
 
 def _tail(log: str, lines: int = 60) -> str:

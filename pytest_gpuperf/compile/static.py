@@ -18,10 +18,11 @@ For each :class:`CudaModule` and target architecture this module
   SASS instruction count held within that fraction of its recorded count (code size costs time
   where a kernel's hot code outgrows the SM's instruction cache, as in a persistent megakernel).
 
-Compiles are cached by content (source, headers beside and below it, include trees, options,
-name expressions, architecture, ``nvcc --version``) under ``$GPU_PERF_CACHE_DIR/static``, and
-disassemblies by the binary's bytes and the disassembler's version, so a warm run costs a hash
-and a file read per module.
+Compiles are cached (:class:`~pytest_gpuperf.compile.cache.BuildCache`, ``<cache root>/static``)
+under the toolchain's identity, the options, name expressions and architecture, the source, and
+every file ``nvcc -M`` says the build read; disassemblies (``<cache root>/static-sass``) under
+the binary's bytes and the disassemblers' identity. A warm run costs a few hashes and file
+reads per module.
 
 nvcc and NVRTC share the front end and ptxas, so registers and instructions match what the tests
 load through CuPy up to the toolkit version; a difference in minor versions can move a register
@@ -34,22 +35,24 @@ import fnmatch
 import functools
 import hashlib
 import importlib
-import json
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from pytest_gpuperf.baselines import locked_for_writing
 from pytest_gpuperf.compile import nvcc as _nvcc
+from pytest_gpuperf.compile.cache import Built, digest_fields
 from pytest_gpuperf.compile.nvcc import NvccBuildError, NvccNotFound
+from pytest_gpuperf.compile.run import run_tool
+from pytest_gpuperf.compile.toolchain import nvcc_identity, refuse_shell_metacharacters, tool_identity
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.files import atomic_write_json, atomic_write_text, read_json_object
+from pytest_gpuperf.files import atomic_write_json, read_json_object
 
 if TYPE_CHECKING:
     import pytest
@@ -81,8 +84,8 @@ CODE_FIELD = "sass_instructions"  # budgeted only for modules that set max_code_
 BUDGETS_FOLDER = "static"  # under the baselines folder
 LOCK_TIMEOUT_S = 120.0
 BUILD_LOCK_TIMEOUT_S = 3600.0
-_KEY_VERSION = "static-1"  # bump when the wrapper, the command or an entry's layout changes
-_HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inl", ".hxx", ".inc")
+DISASSEMBLY_TIMEOUT_S = 600.0
+_KEY_VERSION = "static-2"  # bump when the wrapper, the command or an entry's layout changes
 _MAX_KEY_CHARS = 160  # longer demangled names (CUTLASS kernels) are shortened to a stable key
 INSTALL_HINT = (
     "install the compile extra: pip install 'pytest-gpuperf[compile]' (NVIDIA's nvcc, nvvm, "
@@ -422,116 +425,92 @@ def _find(finder: Any) -> Path:
         raise ToolchainMissing(f"{exc} ({INSTALL_HINT})") from exc
 
 
-@functools.cache
-def _tool_version(path: str) -> str:
-    done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        raise ToolchainMissing(f"`{path} --version` failed ({done.returncode}): {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
 def toolchain_label(version_text: str) -> str:
     """``nvcc --version`` text -> ``nvcc 13.0.88``."""
     match = re.search(r"V(\d+\.\d+\.\d+)", version_text)
     return f"nvcc {match.group(1)}" if match else "nvcc " + version_text.strip().splitlines()[-1][:60]
 
 
-def _headers_below(folder: Path) -> list[tuple[str, bytes]]:
-    found = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-        for name in sorted(filenames):
-            if name.endswith(_HEADER_SUFFIXES):
-                path = Path(dirpath) / name
-                found.append((path.relative_to(folder).as_posix(), path.read_bytes()))
-    return found
-
-
-def _module_key(module: CudaModule, arch: str, version: str, include_dirs: Sequence[Path]) -> str:
-    source = module.source.resolve()
-    base = _nvcc._cache_key([source], list(include_dirs), (_KEY_VERSION, *module.flags()), arch, version)
-    digest = hashlib.sha256(base.encode())
-    digest.update(module.wrapper_source().encode())
-    for rel, data in _headers_below(source.parent):  # headers in sub-folders (#include "sub/x.h")
-        digest.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
-    return digest.hexdigest()
-
-
 def _build_cubin(
-    module: CudaModule, arch: str, compiler: str, include_dirs: Sequence[Path], cache_root: Path
+    module: CudaModule, arch: str, compiler: str, include_dirs: Sequence[Path], cache_dir: Path, timeout_s: float
 ) -> tuple[Path, str, tuple[str, ...], bool, float | None]:
     """The cached cubin of ``module`` for ``arch``: (path, ptxas log, command, cached, build seconds)."""
-    version = _nvcc.nvcc_version(compiler)
-    key = _module_key(module, arch, version, include_dirs)
-    root = cache_root / "static"
-    root.mkdir(parents=True, exist_ok=True)
-    entry = root / key
-    hit = _load_cubin(entry)
-    if hit is not None:
-        return hit
+    source = module.source.resolve()
+    _nvcc.check_arguments(compiler, [source], [source.parent, *include_dirs], module.flags())
+    if not source.is_file():
+        raise FileNotFoundError(f"{module.name}: source file {source} does not exist")
+    _nvcc.nvcc_version(compiler)
+    arguments = [
+        "-cubin",
+        _nvcc._gencode(arch),
+        *module.flags(),
+        "-Xptxas=-v",
+        f"-I{source.parent}",
+        *(f"-I{p}" for p in include_dirs),
+    ]
+    wrapper_text = module.wrapper_source()
+    cache = _nvcc.cache_for(cache_dir, "static", BUILD_LOCK_TIMEOUT_S)
+    workdir = Path.cwd()  # a relative path in an option is relative to it
+    base = digest_fields([
+        ("layout", _KEY_VERSION),
+        ("toolchain", nvcc_identity(compiler, arguments)),
+        ("working-folder", str(workdir)),
+        *(("argument", a) for a in arguments),
+        ("wrapper", wrapper_text),
+        ("source", str(source)),
+        ("source-bytes", source.read_bytes()),
+    ])
+    what = f"compiling {module.name} ({module.source.name}) for {arch}"
 
-    from filelock import FileLock
+    def build(staging: Path) -> Built:
+        env = {**os.environ, "TMPDIR": str(staging)}
+        wrapper = staging / "gpuperf-wrapper.cu"  # never the source's own name
+        wrapper.write_text(wrapper_text, encoding="utf-8")
+        deps = _nvcc.dependencies([compiler, *arguments], wrapper, staging / "wrapper.d",
+                                  f"listing the headers of {module.name}", cwd=workdir, env=env, timeout_s=timeout_s)
+        cubin = staging / "module.cubin"
+        command = [compiler, *arguments, str(wrapper), "-o", str(cubin)]
+        log, seconds = _nvcc.run_nvcc(command, cubin, what, cwd=workdir, env=env, timeout_s=timeout_s)
+        (staging / "ptxas.log").write_text(log, encoding="utf-8")
+        return Built(
+            files=("module.cubin", "ptxas.log"),
+            dependencies=deps,
+            search_folders=(source.parent, *include_dirs),
+            meta={"command": command, "build_seconds": seconds},
+        )
 
-    with FileLock(str(root / f"{key}.lock"), timeout=BUILD_LOCK_TIMEOUT_S):
-        hit = _load_cubin(entry)  # another process may have built it while we waited
-        if hit is not None:
-            return hit
-        staging = Path(tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=root))
-        try:
-            wrapper = staging / f"gpuperf-wrapper-{key[:12]}.cu"  # never the source's own name
-            wrapper.write_text(module.wrapper_source())
-            cubin = staging / "module.cubin"
-            command = [
-                compiler,
-                "-cubin",
-                _nvcc._gencode(arch),
-                *module.flags(),
-                "-Xptxas=-v",
-                f"-I{module.source.resolve().parent}",
-                *(f"-I{p}" for p in include_dirs),
-                str(wrapper),
-                "-o",
-                str(cubin),
-            ]
-            log, seconds = _nvcc.run_nvcc(command, cubin, f"compiling {module.name} ({module.source.name}) for {arch}")
-            (staging / "ptxas.log").write_text(log)
-            (staging / "build.json").write_text(json.dumps({"command": command, "build_seconds": seconds}, indent=1))
-            staging.chmod(0o755)
-            if entry.exists():
-                shutil.rmtree(entry)
-            os.replace(staging, entry)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
-    return entry / "module.cubin", log, tuple(command), False, seconds
-
-
-def _load_cubin(entry: Path) -> tuple[Path, str, tuple[str, ...], bool, float | None] | None:
-    meta = entry / "build.json"
-    if not meta.is_file() or not (entry / "module.cubin").is_file():
-        return None
-    data = json.loads(meta.read_text())
-    return entry / "module.cubin", (entry / "ptxas.log").read_text(), tuple(data["command"]), True, data.get("build_seconds")
+    entry = cache.get_or_build(base, build, what=what)
+    log = entry.path("ptxas.log").read_text(encoding="utf-8")
+    return entry.path("module.cubin"), log, tuple(entry.meta.get("command", ())), entry.cached, entry.meta.get("build_seconds")
 
 
 def disassemble(binary: Path, cache_root: Path | None = None) -> str:
-    """``cuobjdump -sass binary``, cached by the binary's bytes and the tools' versions."""
+    """``cuobjdump -sass binary``, cached by the binary's bytes and the tools' identities."""
     cuobjdump = _find(_nvcc.find_cuobjdump)
     nvdisasm = _find(_nvcc.find_nvdisasm)
-    digest = hashlib.sha256(binary.read_bytes())
-    digest.update(_tool_version(str(cuobjdump)).encode() + _tool_version(str(nvdisasm)).encode())
-    root = (cache_root or _nvcc.default_cache_dir()) / "static-sass"
-    cached = root / f"{digest.hexdigest()}.sass"
-    if cached.is_file():
-        return cached.read_text()
-    env = dict(os.environ, PATH=f"{nvdisasm.parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    done = subprocess.run(
-        [str(cuobjdump), "-sass", str(binary)], capture_output=True, text=True, env=env, errors="replace", timeout=600
-    )
-    if done.returncode != 0:
-        raise ToolchainMissing(f"`{cuobjdump} -sass {binary}` failed ({done.returncode}): {done.stderr.strip()[:2000]}")
-    atomic_write_text(cached, done.stdout)
-    return done.stdout
+    refuse_shell_metacharacters(binary, "binary")
+    try:
+        tools = tool_identity(cuobjdump) + "\n" + tool_identity(nvdisasm)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolchainMissing(f"cannot run {cuobjdump} or {nvdisasm}: {exc}") from exc
+    data = binary.read_bytes()
+    base = digest_fields([("layout", _KEY_VERSION), ("tools", tools), ("binary", hashlib.sha256(data).hexdigest())])
+    cache = _nvcc.cache_for(cache_root, "static-sass", BUILD_LOCK_TIMEOUT_S)
+
+    def build(staging: Path) -> Built:
+        env = dict(os.environ, PATH=f"{nvdisasm.parent}{os.pathsep}{os.environ.get('PATH', '')}", TMPDIR=str(staging))
+        command = [str(cuobjdump), "-sass", str(binary)]
+        try:
+            done = run_tool(command, timeout_s=DISASSEMBLY_TIMEOUT_S, cwd=staging, env=env)
+        except subprocess.TimeoutExpired:
+            raise ToolchainMissing(f"`{' '.join(command)}` ran past {DISASSEMBLY_TIMEOUT_S:g} s and was stopped") from None
+        if done.returncode != 0:
+            raise ToolchainMissing(f"`{cuobjdump} -sass {binary}` failed ({done.returncode}): {done.stderr.strip()[:2000]}")
+        (staging / "sass.txt").write_text(done.stdout, encoding="utf-8")
+        return Built(files=("sass.txt",), dependencies=(), meta={"command": command})
+
+    entry = cache.get_or_build(base, build, what=f"disassembling {binary.name}")
+    return entry.path("sass.txt").read_text(encoding="utf-8")
 
 
 def compile_module(
@@ -541,20 +520,25 @@ def compile_module(
     cache_dir: str | os.PathLike[str] | None = None,
     nvcc: str | os.PathLike[str] | None = None,
     sass: bool | None = None,
+    timeout_s: float | None = None,
 ) -> StaticResult:
     """Build ``module`` for ``arch`` (or take it from the cache) and report on every kernel.
 
     ``sass`` (default: only when the module declares facts or gates its code size) disassembles
-    the binary too, and counts each kernel's instructions.
-    Raises :class:`ToolchainMissing` when a tool is missing and
-    :class:`~pytest_gpuperf.compile.nvcc.NvccBuildError` when the build fails.
+    the binary too, and counts each kernel's instructions. ``timeout_s`` limits each nvcc run
+    (default :func:`~pytest_gpuperf.compile.nvcc.build_timeout_s`).
+    Raises :class:`ToolchainMissing` when a tool is missing,
+    :class:`~pytest_gpuperf.compile.nvcc.NvccBuildError` when the build fails and
+    :class:`~pytest_gpuperf.errors.UnsafePathError` for a path nvcc's shell would interpret or
+    a cache folder others can write.
     """
     if arch not in module.archs:
         raise ValueError(f"{module.name}: arch {arch!r} is not one of its archs {module.archs}")
     start = time.perf_counter()
     compiler = str(nvcc) if nvcc is not None else str(_find(_nvcc.find_nvcc))
-    cache_root = (Path(cache_dir) if cache_dir is not None else _nvcc.default_cache_dir()).expanduser().resolve()
+    cache_root = (Path(cache_dir) if cache_dir is not None else _nvcc.default_cache_dir()).expanduser()
     include_dirs = [p.resolve() for p in module.all_include_dirs()]
+    timeout = timeout_s if timeout_s is not None else _nvcc.build_timeout_s()
     if module.shared_library:
         built = _nvcc.build_shared_library(
             [module.source],
@@ -564,10 +548,11 @@ def compile_module(
             cache_dir=cache_root,
             name=module.library_name or module.source.stem,
             nvcc=compiler,
+            timeout_s=timeout,
         )
         binary, log, command, cached, build_seconds = built.library, built.log, built.command, built.cached, built.build_seconds
     else:
-        binary, log, command, cached, build_seconds = _build_cubin(module, arch, compiler, include_dirs, cache_root)
+        binary, log, command, cached, build_seconds = _build_cubin(module, arch, compiler, include_dirs, cache_root, timeout)
     resources = parse_ptxas_resources(log)
     if not resources:
         raise NvccBuildError(
@@ -783,7 +768,8 @@ class BudgetStore:
     """``<baselines>/static/<file>.json``: read with validation, updated under a lock, atomically."""
 
     def __init__(self, baselines_dir: Path):
-        self.root = Path(baselines_dir) / BUDGETS_FOLDER
+        self.baselines_dir = Path(baselines_dir)
+        self.root = self.baselines_dir / BUDGETS_FOLDER
 
     def path_for(self, file: str) -> Path:
         return self.root / f"{file}.json"
@@ -794,11 +780,8 @@ class BudgetStore:
 
     def update(self, file: str, module: str, arch: str, kernels: Mapping[str, Budget], toolchain: str) -> list[BudgetChange]:
         """Replace the budgets of ``module`` on ``arch`` (other modules and archs are kept)."""
-        from filelock import FileLock
-
         path = self.path_for(file)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S):
+        with locked_for_writing(path, self.baselines_dir, kind="static budget file", timeout_s=LOCK_TIMEOUT_S):
             current = BudgetFile.read(path) or BudgetFile(path, {})
             old = current.modules.get(module, {}).get(arch)
             old_kernels = old.kernels if old else {}

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,12 @@ from pytest_gpuperf.compile.nvcc import (
     BuildResult,
     NvccBuildError,
     NvccNotFound,
+    NvccTimeout,
     build_shared_library,
     find_nvcc,
     parse_perf_warnings,
 )
+from pytest_gpuperf.errors import GpuPerfUsageError, UnsafePathError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,17 +49,44 @@ CLEAN_LOG = textwrap.dedent(
 
 FAKE_NVCC = """\
 #!{python}
-# Stands in for nvcc: answers --version, counts builds, can sleep, fail, or print a chosen log.
-import os, sys, time
+# Stands in for nvcc: answers --version, counts builds, can sleep (with a child that sleeps too),
+# fail, edit a header mid-build, or print a chosen log.
+import os, subprocess, sys, time
 args = sys.argv[1:]
 if "--version" in args:
     print(os.environ.get("FAKE_NVCC_VERSION", "fake nvcc, release 0.0"))
+    sys.exit(0)
+if "--dryrun" in args:  # names no host compiler
+    sys.exit(0)
+if "-M" in args:  # the dependency pass: follow #include "..." from the folder, then -I folders
+    import re
+    search = [a[2:] for a in args if a.startswith("-I")]
+    seen = []
+    def visit(path):
+        if path in seen:
+            return
+        seen.append(path)
+        for name in re.findall(r'#include\\s+"([^"]+)"', open(path).read()):
+            for folder in [os.path.dirname(path), *search]:
+                if os.path.isfile(os.path.join(folder, name)):
+                    visit(os.path.join(folder, name))
+                    break
+    visit([a for a in args if a.endswith(".cu")][0])
+    with open(args[args.index("-MF") + 1], "w") as f:
+        f.write("deps : " + " \\\\\\n  ".join(seen) + "\\n")
     sys.exit(0)
 count_file = os.environ.get("FAKE_NVCC_COUNT")
 if count_file:
     with open(count_file, "a") as f:
         f.write("build\\n")
+if os.environ.get("FAKE_NVCC_PIDS"):  # this process and a child of its own, like cicc under nvcc
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with open(os.environ["FAKE_NVCC_PIDS"], "w") as f:
+        f.write(f"{{os.getpid()}} {{child.pid}}\\n")
 time.sleep(float(os.environ.get("FAKE_NVCC_SLEEP", "0")))
+if os.environ.get("FAKE_NVCC_TOUCH"):  # a header edited while the build runs
+    with open(os.environ["FAKE_NVCC_TOUCH"], "a") as f:
+        f.write("// edited during the build\\n")
 out = args[args.index("-o") + 1]
 text = "".join(open(a).read() for a in args if a.endswith(".cu"))
 if "PARTIAL" in text:
@@ -117,7 +148,7 @@ def test_command_uses_gencode_and_release_flags(tmp_path: Path, project: Path, f
     assert not any(arg.startswith("-arch") for arg in result.command)
 
 
-@pytest.mark.parametrize("change", ["include_header", "sibling_header", "source", "flags", "arch", "compiler_version"])
+@pytest.mark.parametrize("change", ["include_header", "shadowing_header", "source", "flags", "arch", "compiler_version"])
 def test_key_changes_with_every_input(
     tmp_path: Path, project: Path, fake_nvcc: Path, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
@@ -127,8 +158,8 @@ def test_key_changes_with_every_input(
     compiler = fake_nvcc
     if change == "include_header":
         (project / "include" / "dep.cuh").write_text("#pragma once\nconstexpr int kDep = 22;\n")
-    elif change == "sibling_header":
-        (project / "local.cuh").write_text("#pragma once\n")
+    elif change == "shadowing_header":  # found beside the source before the -I folder
+        (project / "dep.cuh").write_text("#pragma once\nconstexpr int kDep = 3;\n")
     elif change == "source":
         (project / "kernel.cu").write_text('#include "dep.cuh"\n__global__ void k2() {}\n')
     elif change == "flags":
@@ -175,7 +206,7 @@ def test_failed_build_leaves_no_entry(tmp_path: Path, project: Path, fake_nvcc: 
     with pytest.raises(NvccBuildError) as info:
         build(project, fake_nvcc, cache)
     assert "-o" in info.value.command
-    leftovers = [p.name for p in (cache / "nvcc").iterdir() if not p.name.endswith(".lock")]
+    leftovers = [p.name for sub in ("entries", "staging", "manifests") for p in (cache / "nvcc" / sub).iterdir()]
     assert leftovers == []
     (project / "kernel.cu").write_text("__global__ void k() {}\n")  # a fixed source then builds
     assert not build(project, fake_nvcc, cache).cached
@@ -264,3 +295,188 @@ def test_real_nvcc_builds_clean_sm90a(tmp_path: Path) -> None:
     assert "Used" in result.log and "registers" in result.log
     assert result.perf_warnings == ()
     assert build_shared_library([source], cache_dir=tmp_path / "cache").cached
+
+
+# --------------------------------------------------------------------------------------------
+# Damaged entries, killed builds, timeouts, shell metacharacters
+
+
+def test_a_truncated_build_json_is_rebuilt_and_later_builds_work(tmp_path: Path, project: Path, fake_nvcc: Path) -> None:
+    first = build(project, fake_nvcc, tmp_path / "cache")
+    meta = first.library.parent / "build.json"
+    meta.write_text(meta.read_text()[:40])
+    second = build(project, fake_nvcc, tmp_path / "cache")
+    assert not second.cached and second.library.read_bytes().startswith(b"fake library for: ")
+    assert build(project, fake_nvcc, tmp_path / "cache").cached
+    assert builds(tmp_path) == 2
+
+
+@pytest.mark.parametrize("damage", ["truncated", "replaced"])
+def test_a_damaged_library_is_never_served(tmp_path: Path, project: Path, fake_nvcc: Path, damage: str) -> None:
+    first = build(project, fake_nvcc, tmp_path / "cache")
+    good = first.library.read_bytes()
+    # "replaced": same size, other bytes (a planted library), so only the sha256 can tell.
+    damaged = good[: len(good) // 2] if damage == "truncated" else bytes(len(good))
+    first.library.write_bytes(damaged)
+    second = build(project, fake_nvcc, tmp_path / "cache")
+    assert not second.cached
+    assert second.library.read_bytes() != damaged and second.library.read_bytes().startswith(b"fake library for: ")
+    assert builds(tmp_path) == 2
+
+
+def test_a_damaged_manifest_costs_a_rebuild_only(tmp_path: Path, project: Path, fake_nvcc: Path) -> None:
+    build(project, fake_nvcc, tmp_path / "cache")
+    (manifest,) = (tmp_path / "cache" / "nvcc" / "manifests").iterdir()
+    manifest.write_text('{"format": 1, "candidates": [')
+    assert not build(project, fake_nvcc, tmp_path / "cache").cached
+    assert build(project, fake_nvcc, tmp_path / "cache").cached
+
+
+def test_a_header_edited_during_the_build_is_not_trusted(
+    tmp_path: Path, project: Path, fake_nvcc: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_NVCC_TOUCH", str(project / "include" / "dep.cuh"))
+    assert not build(project, fake_nvcc, tmp_path / "cache").cached
+    monkeypatch.delenv("FAKE_NVCC_TOUCH")
+    # The binary may hold the header as it was before the edit: built again, then trusted.
+    assert not build(project, fake_nvcc, tmp_path / "cache").cached
+    assert build(project, fake_nvcc, tmp_path / "cache").cached
+
+
+def test_a_killed_build_leaves_no_lasting_staging_folder(tmp_path: Path, project: Path, fake_nvcc: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        from pytest_gpuperf.compile.nvcc import build_shared_library
+        build_shared_library([{str(project / 'kernel.cu')!r}], include_dirs=[{str(project / 'include')!r}],
+                             nvcc={str(fake_nvcc)!r}, cache_dir={str(tmp_path / 'cache')!r})
+        """
+    )
+    pids = tmp_path / "pids.txt"
+    env = {**os.environ, "FAKE_NVCC_SLEEP": "60", "FAKE_NVCC_PIDS": str(pids), "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
+    deadline = time.monotonic() + 20
+    while not pids.exists() or not pids.read_text().endswith("\n"):
+        assert time.monotonic() < deadline and proc.poll() is None, "the build did not start"
+        time.sleep(0.05)
+    proc.kill()  # SIGKILL: no clean-up runs
+    proc.wait()
+    for pid in pids.read_text().split():  # the orphaned compiler, which would otherwise sleep on
+        os.kill(int(pid), signal.SIGKILL)
+    staging = tmp_path / "cache" / "nvcc" / "staging"
+    assert len(list(staging.iterdir())) == 1
+    assert not build(project, fake_nvcc, tmp_path / "cache").cached  # the dead build's lock is free
+    assert list(staging.iterdir()) == []
+
+
+def test_staging_folders_of_live_builds_are_kept(tmp_path: Path) -> None:
+    from pytest_gpuperf.compile import cache as cache_module
+
+    cache = cache_module.BuildCache(tmp_path / "c")
+    staging = cache.folder / "staging"
+    here = cache_module._HOST_TAG
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(done.stdout)
+    folders = {
+        "dead here": staging / f"{dead_pid}-{here}-a",
+        "alive here, old": staging / f"{os.getpid()}-{here}-b",
+        "other host, old": staging / "123-ffffffff-c",
+        "other host, fresh": staging / "123-ffffffff-d",
+    }
+    for folder in folders.values():
+        folder.mkdir()
+    two_hours_ago = time.time() - 7200
+    for name in ("alive here, old", "other host, old"):
+        os.utime(folders[name], (two_hours_ago, two_hours_ago))
+    removed = set(cache.clean_staging())
+    assert removed == {folders["dead here"], folders["other host, old"]}
+    assert folders["alive here, old"].is_dir() and folders["other host, fresh"].is_dir()
+
+
+def test_nvcc_past_its_timeout_is_stopped_with_its_children(
+    tmp_path: Path, project: Path, fake_nvcc: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pids = tmp_path / "pids.txt"
+    monkeypatch.setenv("FAKE_NVCC_SLEEP", "60")
+    monkeypatch.setenv("FAKE_NVCC_PIDS", str(pids))
+    start = time.monotonic()
+    with pytest.raises(NvccTimeout) as info:
+        build(project, fake_nvcc, tmp_path / "cache", timeout_s=1.0)
+    assert time.monotonic() - start < 10
+    assert str(info.value).startswith("nvcc timed out after 1 s building kernel.cu and was stopped")
+    assert "GPU_PERF_NVCC_TIMEOUT" in str(info.value)
+    for pid in map(int, pids.read_text().split()):
+        assert gone(pid), f"process {pid} outlived the timeout"
+    assert list((tmp_path / "cache" / "nvcc" / "entries").iterdir()) == []
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie nobody reaped counts: it runs no more)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def test_the_timeout_comes_from_the_environment(
+    tmp_path: Path, project: Path, fake_nvcc: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_NVCC_SLEEP", "60")
+    monkeypatch.setenv("GPU_PERF_NVCC_TIMEOUT", "0.5")
+    with pytest.raises(NvccTimeout, match="after 0.5 s"):
+        build(project, fake_nvcc, tmp_path / "cache")
+    monkeypatch.setenv("GPU_PERF_NVCC_TIMEOUT", "soon")
+    with pytest.raises(GpuPerfUsageError, match="GPU_PERF_NVCC_TIMEOUT: expected a positive number of seconds, got 'soon'"):
+        build(project, fake_nvcc, tmp_path / "cache")
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        ("source", "k$(touch EXECUTED).cu"),
+        ("source", "k`touch EXECUTED`.cu"),
+        ("source", 'k";touch EXECUTED;".cu'),
+        ("include", "inc`touch EXECUTED`"),
+        ("flag", "-DX=$(touch EXECUTED)"),
+        ("cache", "cache'x"),
+        ("env", "-DX=`touch EXECUTED`"),
+    ],
+)
+def test_shell_metacharacters_are_refused_before_nvcc_runs(
+    tmp_path: Path, project: Path, fake_nvcc: Path, monkeypatch: pytest.MonkeyPatch, where: str, value: str
+) -> None:
+    sources, includes, flags, cache = [project / "kernel.cu"], [project / "include"], (), tmp_path / "cache"
+    if where == "source":
+        sources = [project / value]
+        sources[0].write_text("__global__ void k() {}\n")
+    elif where == "include":
+        includes = [project / value]
+        includes[0].mkdir()
+    elif where == "flag":
+        flags = (value,)
+    elif where == "cache":
+        cache = tmp_path / value
+    else:
+        monkeypatch.setenv("NVCC_APPEND_FLAGS", value)
+    with pytest.raises(UnsafePathError) as info:
+        build_shared_library(sources, include_dirs=includes, flags=flags, nvcc=fake_nvcc, cache_dir=cache)
+    message = str(info.value)
+    assert "through /bin/sh" in message and "\n" not in message
+    assert ("$NVCC_APPEND_FLAGS" if where == "env" else repr(value)[1:-1]) in message
+    assert builds(tmp_path) == 0 and not list(tmp_path.rglob("EXECUTED")) and not Path("EXECUTED").exists()
+
+
+def test_a_relative_include_flag_is_keyed_on_the_working_folder(
+    tmp_path: Path, fake_nvcc: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text('#include "v.h"\n__global__ void k() {}\n')
+    for folder, value in (("a", 1), ("b", 2)):
+        (tmp_path / folder / "inc").mkdir(parents=True)
+        (tmp_path / folder / "inc" / "v.h").write_text(f"#define VALUE {value}\n")
+    results = []
+    for folder in ("a", "b", "a"):
+        monkeypatch.chdir(tmp_path / folder)
+        results.append(build_shared_library([source], flags=("-Iinc",), nvcc=fake_nvcc, cache_dir=tmp_path / "cache"))
+    assert [r.cached for r in results] == [False, False, True]
+    assert results[0].key != results[1].key

@@ -94,6 +94,25 @@ args = sys.argv[1:]
 if "--version" in args:
     print(f"fake {{tool}}: Cuda compilation tools, release 0.0, V0.0.1")
     sys.exit(0)
+if tool == "nvcc" and "--dryrun" in args:
+    sys.exit(0)
+if tool == "nvcc" and "-M" in args:  # the dependency pass: follow #include "..." from the folder, then -I folders
+    import re
+    search = [a[2:] for a in args if a.startswith("-I")]
+    seen = []
+    def visit(path):
+        if path in seen:
+            return
+        seen.append(path)
+        for name in re.findall(r'#include\\s+"([^"]+)"', open(path).read()):
+            for folder in [os.path.dirname(path), *search]:
+                if os.path.isfile(os.path.join(folder, name)):
+                    visit(os.path.join(folder, name))
+                    break
+    visit([a for a in args if a.endswith(".cu")][0])
+    with open(args[args.index("-MF") + 1], "w") as f:
+        f.write("deps : " + " \\\\\\n  ".join(seen) + "\\n")
+    sys.exit(0)
 if tool == "nvcc":
     count = os.environ.get("FAKE_NVCC_COUNT")
     if count:
@@ -141,6 +160,7 @@ def source(tmp_path: Path) -> Path:
     path = tmp_path / "src" / "kernels.cu"
     path.parent.mkdir()
     path.write_text(
+        '#include "sub/dep.h"\n'
         "template <typename T> __device__ T helper(T x) { return x; }\n"
         "template <typename T> __global__ void scale(T* x, T s) { x[0] = helper(x[0]) * s; }\n"
         'extern "C" __global__ void copy4(const float4* a, float4* b) { b[0] = a[0]; }\n'
@@ -279,7 +299,7 @@ def test_bad_budget_files_name_the_field(tmp_path: Path, mutate: Callable[[dict]
 # -- building with the stand-in toolchain ----------------------------------------------------
 def test_wrapper_instantiates_every_name_expression(source: Path) -> None:
     text = module(source, name_expressions=("scale<float>", "scale<double>")).wrapper_source()
-    assert '#include "kernels.cu"' in text  # found through -I its folder: no absolute path in the key
+    assert '#include "kernels.cu"' in text  # found through -I its folder
     assert "(void*)&scale<float>," in text and "(void*)&scale<double>," in text
 
 
@@ -294,7 +314,7 @@ def test_compile_parses_and_caches(tmp_path: Path, source: Path, toolchain: Call
     assert "LDG.E.128" in first.sass["copy4"]
     again = compile_module(module(source), "sm_90")
     assert (first.cached, again.cached, builds(tmp_path)) == (False, True, 1)
-    # Any input changes the key: a header in a sub-folder, the name expressions, the arch.
+    # Any input changes the key: a header it includes from a sub-folder, the name expressions, the arch.
     (source.parent / "sub" / "dep.h").write_text("#pragma once\n// edited\n")
     compile_module(module(source), "sm_90")
     compile_module(module(source, name_expressions=("scale<double>",)), "sm_90")
