@@ -10,10 +10,16 @@ from typing import Any, Callable
 import pytest
 
 from pytest_gpuperf import plots
-from pytest_gpuperf.cli import load_report
+from pytest_gpuperf.report_file import load_report
 from pytest_gpuperf.plots import PlotsUnavailable, family_of, write_plots
 
 pytest.importorskip("matplotlib")
+# The same for matplotlib's modules the charts use: first imported inside an in-process pytester
+# run, they are dropped afterwards while matplotlib.figure keeps the old classes, and the next
+# run fails ("Single argument to subplot must be a three-digit integer, not GridSpec(...)").
+for _module in ("matplotlib.figure", "matplotlib.gridspec", "matplotlib.backends.backend_agg", "matplotlib.lines",
+                "matplotlib.ticker", "PIL.Image"):
+    pytest.importorskip(_module)
 # The plugin imports scipy.stats lazily; imported first inside an in-process pytester run, it is
 # dropped from sys.modules afterwards and numpy's C modules refuse to load twice
 # ("cannot load module more than once per process"). Importing it here keeps it loaded.
