@@ -30,7 +30,7 @@ class CheckResult:
     kinds: dict[str, int] = field(default_factory=dict)
 
     def summary(self, root: Path) -> str:
-        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(self.kinds.items())) or "none of ours"
+        counts = ", ".join(f"{kind}: {n}" for kind, n in sorted(self.kinds.items())) or "none of ours"
         verdict = f"{len(self.problems)} problem(s)" if self.problems else "all valid"
         return f"{root}: {self.files} file(s) checked ({counts}): {verdict}"
 

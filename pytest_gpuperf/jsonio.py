@@ -40,12 +40,14 @@ def shown(value: Any) -> str:
     return _short.repr(value)
 
 
-def read_bytes(path: Path, kind: str, error: type[GpuPerfError], *, limit: int = MAX_JSON_BYTES) -> bytes:
-    """The content of ``path``, gunzipped when it starts with the gzip magic, at most ``limit`` bytes.
+def read_bytes(path: Path, kind: str, error: type[GpuPerfError], *, limit: int | None = None) -> bytes:
+    """The content of ``path``, gunzipped when it starts with the gzip magic, at most ``limit``
+    bytes (default ``MAX_JSON_BYTES``, read at call time so it can be changed).
 
     ``FileNotFoundError`` passes through (callers say what a missing file means); every other
     problem raises ``error`` with one line naming the file.
     """
+    limit = MAX_JSON_BYTES if limit is None else limit
     try:
         with open(path, "rb") as fh:
             packed = fh.read(2) == GZIP_MAGIC
@@ -107,7 +109,7 @@ def parse_text(text: str, path: Path, kind: str, error: type[GpuPerfError], *, h
         raise error(f"{kind} {path} holds a number too long to read ({exc}){hint}") from None
 
 
-def read_json(path: Path, kind: str, error: type[GpuPerfError], *, hint: str = "", limit: int = MAX_JSON_BYTES) -> Any:
+def read_json(path: Path, kind: str, error: type[GpuPerfError], *, hint: str = "", limit: int | None = None) -> Any:
     """The JSON value stored at ``path`` (gzipped or not); see the module doc for the errors."""
     return parse_text(decode_text(read_bytes(path, kind, error, limit=limit), path, kind, error), path, kind, error, hint=hint)
 

@@ -116,7 +116,6 @@ def load_device_folder(folder: Path) -> dict[str, BaselineFile]:
 
 
 def is_device_folder(path: Path) -> bool:
-    """A folder holding baseline files directly (``<root>/<device key>/``)."""
-    return path.is_dir() and level_problem(path) is not None and any(
-        peek_kind(p) == "baselines" for p in path.glob("*.json")
-    )
+    """A folder holding JSON files directly and none a level down (``<root>/<device key>/``);
+    its files are then read, and judged, as baseline files."""
+    return path.is_dir() and any(path.glob("*.json")) and not any(path.glob("*/*.json"))

@@ -480,7 +480,7 @@ def _family_table(tests: Sequence[Mapping[str, Any]]) -> str:
                 shown = f"{100 * value:.1f}%" if "fraction" in f["key"] else f"{value:.4g} {f.get('unit') or ''}".strip()
             entries.append(f"<td>{_e(f['key'])}</td><td>{_e(shown)}</td><td></td><td></td><td></td>")
         for c in t.get("counters", []):
-            derived = c.get("derived", {})
+            derived = c.get("derived") or {}
             shown = ", ".join(f"{k} {v:.3g}" for k, v in derived.items() if v is not None)
             entries.append(f"<td>counters {_e(c.get('label', c.get('kernel', '')))}</td><td colspan=4>{_e(shown)}</td>")
         if not entries:

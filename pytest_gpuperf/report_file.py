@@ -85,11 +85,9 @@ class _Checker:
         overflow where the same value as a float gives inf."""
         value = holder.get(key)
         number = finite_number(value)
-        if number is None:
-            if not (optional and value is None):
-                raise self.fail(where, "a finite number" + (" or null" if optional else ""), value)
-        else:
-            holder[key] = number
+        if number is None and not (optional and value is None):
+            raise self.fail(where, "a finite number" + (" or null" if optional else ""), value)
+        holder[key] = number  # an absent optional number becomes null, as the renderers index it
 
     def integer(self, value: Any, where: str) -> None:
         if not isinstance(value, int) or isinstance(value, bool):
