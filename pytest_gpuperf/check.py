@@ -17,7 +17,8 @@ from pathlib import Path
 from pytest_gpuperf.baselines import BaselineFile
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.jsonio import read_json, shown
-from pytest_gpuperf.layout import BUDGETS_FOLDER, kind_of, level_problem, schema_of
+from pytest_gpuperf.compile.static import BUDGETS_FOLDER, READABLE_SCHEMAS, BudgetFile
+from pytest_gpuperf.layout import STORED_KINDS, kind_of, level_problem, schema_of
 from pytest_gpuperf.report_file import validate_report
 
 IGNORED_SUFFIXES = (".lock",)  # filelock's lock files beside the baselines
@@ -78,6 +79,8 @@ def check_file(root: Path, path: Path, result: CheckResult) -> str | None:
                 "remove it or move it out of the baselines folder")
     result.kinds[kind] = result.kinds.get(kind, 0) + 1
     parts = path.relative_to(root).parts
+    if kind in STORED_KINDS and not path.name.endswith(".json"):
+        return f"{path} is a compressed {kind} file; the plugin reads only plain .json files here, so it is never used"
     try:
         if kind == "baselines":
             baseline = BaselineFile.validate(path, data)
@@ -89,8 +92,6 @@ def check_file(root: Path, path: Path, result: CheckResult) -> str | None:
                 return (f"baseline file {path}: field 'device.key' is {shown(key)} but the file lies in folder "
                         f"{parts[0]!r}; the plugin looks it up by key, so move it to {root / str(key) / path.name}")
         elif kind == "static-budgets":
-            from pytest_gpuperf.compile.static import READABLE_SCHEMAS, BudgetFile
-
             if schema not in READABLE_SCHEMAS:
                 return f"static budget file {path}: field 'schema' must be one of {list(READABLE_SCHEMAS)}, got {shown(schema)}"
             BudgetFile.read(path)

@@ -444,6 +444,27 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert info.value.code == 0 and capsys.readouterr().out == f"gpuperf {version('pytest-gpuperf')}\n"
 
 
+def test_version_without_installed_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    import pytest_gpuperf
+    from pytest_gpuperf.cli import version
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    assert version() == pytest_gpuperf.__version__
+
+
+def test_check_flags_a_compressed_baseline(store: BaselineStore, capsys: pytest.CaptureFixture[str]) -> None:
+    path = store.root / H200["key"] / "tests.fam.test_perf.json"
+    packed = path.with_name(path.name + ".gz")
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    code, out, _ = run(capsys, "check", str(store.root))
+    assert code == 1 and f"ERROR {packed} is a compressed baselines file; the plugin reads only plain .json files here" in out
+
+
 def test_the_command_in_a_subprocess_gives_no_traceback(tmp_path: Path) -> None:
     """The entry point end to end: binary input, exit status 1, one line on stderr."""
     path = tmp_path / "r.json.gz"
