@@ -28,6 +28,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 from pytest_gpuperf.files import atomic_write_json, parse_json_object, read_json_object, symlinked_component
+from pytest_gpuperf.jsonio import finite_number, shown
 from pytest_gpuperf.locks import hold
 from pytest_gpuperf.stats import Estimate, Interval, estimate_from_interval
 
@@ -147,24 +148,43 @@ def entry_problem(raw: Any) -> tuple[str, str] | None:
     """
     if not isinstance(raw, dict):
         return "", f"must be an object, got {type(raw).__name__}"
+    numbers = {}
     for name in _NUMBER_FIELDS:
-        value = raw.get(name)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-            return name, f"must be a positive number, got {value!r}"
-    if not raw["ci_low_s"] <= raw["median_s"] <= raw["ci_high_s"]:
+        value = finite_number(raw.get(name))
+        if value is None or value <= 0:
+            return name, f"must be a positive number, got {shown(raw.get(name))}"
+        numbers[name] = value
+    if not numbers["ci_low_s"] <= numbers["median_s"] <= numbers["ci_high_s"]:
         return "", "must satisfy ci_low_s <= median_s <= ci_high_s"
-    confidence = raw.get("confidence")
-    if not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-        return "confidence", f"must be a number between 0 and 1, got {confidence!r}"
+    confidence = finite_number(raw.get("confidence"))
+    if confidence is None or not 0 < confidence < 1:
+        return "confidence", f"must be a number between 0 and 1, got {shown(raw.get('confidence'))}"
     n = raw.get("n")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        return "n", f"must be a positive integer, got {n!r}"
+        return "n", f"must be a positive integer, got {shown(n)}"
+    spread = raw.get("spread", 0.0)
+    if finite_number(spread) is None or spread < 0:
+        return "spread", f"must be a number, 0 or more, got {shown(spread)}"
     for name in ("mode", "method", "recorded_at"):
         if not isinstance(raw.get(name), str):
-            return name, f"must be a string, got {raw.get(name)!r}"
+            return name, f"must be a string, got {shown(raw.get(name))}"
     if raw["mode"] not in ("cold", "hot"):
         return "mode", f"must be 'cold' or 'hot', got {raw['mode']!r}"
     return None
+
+
+SCHEMA_PREFIX = "pytest-gpuperf/"
+
+
+def schema_hint(schema: Any, wanted: str) -> str:
+    """Why a ``schema`` field is not the ``wanted`` one (``pytest-gpuperf/<kind>/<version>``):
+    another version of this kind, another kind of ours, or not a pytest-gpuperf file at all."""
+    if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
+        return "not a pytest-gpuperf file: it has no pytest-gpuperf 'schema' field"
+    kind, wanted_kind = schema.split("/")[1], wanted.split("/")[1]
+    if kind != wanted_kind:
+        return f"a pytest-gpuperf {kind} file, not a {wanted_kind} file"
+    return f"written by another schema version, {schema}; read it with the pytest-gpuperf version that wrote it"
 
 
 def _parse_entry(path: Path, key: str, raw: Any) -> Entry:
@@ -206,8 +226,9 @@ class BaselineFile:
 
     @classmethod
     def validate(cls, path: Path, data: dict[str, Any]) -> "BaselineFile":
-        if data.get("schema") != SCHEMA:
-            raise _fail(path, "schema", f"must be {SCHEMA!r}, got {data.get('schema')!r} (written by another version?)")
+        schema = data.get("schema")
+        if schema != SCHEMA:
+            raise _fail(path, "schema", f"must be {SCHEMA!r}, got {shown(schema)} ({schema_hint(schema, SCHEMA)})")
         if not isinstance(data.get("device"), dict):
             raise _fail(path, "device", "must be an object describing the GPU")
         entries = data.get("entries")

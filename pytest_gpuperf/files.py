@@ -1,5 +1,5 @@
-"""Atomic file writes (a reader, or a crash, never sees half a file) and the symlink check
-that guards them."""
+"""Atomic file writes (a reader, or a crash, never sees half a file), the symlink check that
+guards them, and checked JSON objects."""
 from __future__ import annotations
 
 import json
@@ -11,11 +11,22 @@ from typing import Any
 
 from pytest_gpuperf.compile.private_dir import cache_folder
 from pytest_gpuperf.errors import BaselineFileError
+from pytest_gpuperf.jsonio import finite_payload, json_type, parse_text, read_json
+
+NOTES_FIELD = "notes"
 
 
 def atomic_write_json(path: Path, payload: Any) -> None:
-    """Write ``payload`` as JSON to ``path`` atomically (see ``atomic_write_text``)."""
-    atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
+    """Write ``payload`` as JSON to ``path`` atomically (see ``atomic_write_text``).
+
+    JSON has no NaN or infinity: such a value is written as null, and a top-level object gets
+    a ``notes`` entry naming the field (a strict reader would refuse the file otherwise).
+    """
+    clean, notes = finite_payload(payload)
+    if notes and isinstance(clean, dict):
+        before = clean.get(NOTES_FIELD)
+        clean[NOTES_FIELD] = [*(before if isinstance(before, list) else []), *notes]
+    atomic_write_text(path, json.dumps(clean, indent=2, allow_nan=False) + "\n")
 
 
 def atomic_write_text(path: Path, text: str, *, fsync: bool = True) -> None:
@@ -84,23 +95,24 @@ def read_json_object(path: Path, kind: str) -> dict[str, Any] | None:
     (and a syntax error's line and column); such a file is never overwritten.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_json(path, kind, BaselineFileError, hint=_RESTORE)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise BaselineFileError(f"{kind} {path} cannot be read: {exc}") from exc
-    return parse_json_object(text, path, kind)
+    return _object(data, path, kind)
 
 
 def parse_json_object(text: str, path: Path, kind: str) -> dict[str, Any]:
     """``text`` (the content of ``path``) as a JSON object; errors as in ``read_json_object``."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineFileError(
-            f"{kind} {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
-            "Fix it or restore it from version control; it will not be overwritten."
-        ) from None
+    return _object(parse_text(text, path, kind, BaselineFileError, hint=_RESTORE), path, kind)
+
+
+_RESTORE = ". Fix it or restore it from version control; it will not be overwritten."
+
+
+def _object(data: Any, path: Path, kind: str) -> dict[str, Any]:
     if not isinstance(data, dict):
-        raise BaselineFileError(f"{kind} {path}: field '<top level>' must be a JSON object")
+        raise BaselineFileError(
+            f"{kind} {path}: field '<top level>' must be a JSON object, got a JSON {json_type(data)}; "
+            "it is not a file pytest-gpuperf wrote"
+        )
     return data

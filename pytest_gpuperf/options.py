@@ -6,6 +6,7 @@ value raises an error that names where it came from.
 """
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +20,17 @@ ENV_PREFIX = "GPU_PERF_"
 MARKER = "gpu_perf"
 
 
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
 def _bool(text: Any) -> bool:
     if isinstance(text, bool):
         return text
     value = str(text).strip().lower()
-    if value in ("1", "true", "yes", "on"):
+    if value in TRUE_WORDS:
         return True
-    if value in ("0", "false", "no", "off", ""):
+    if value in FALSE_WORDS + ("",):
         return False
     raise ValueError("expected true/false (1/0, yes/no, on/off)")
 
@@ -126,6 +131,11 @@ class Setting:
     @property
     def flag(self) -> str:
         return "--gpu-perf" + (f"-{self.name}" if self.name else "")
+
+    @property
+    def no_flag(self) -> str:
+        """The switch that turns a ``flag_only`` setting off: ``--no-gpu-perf``."""
+        return "--no-" + self.flag[2:]
 
     @property
     def ini(self) -> str:
@@ -286,6 +296,14 @@ def add_options(parser: pytest.Parser) -> None:
         cli_help = (s.help + f" [env {s.env}, ini {s.ini}]").replace("%", "%%")  # argparse formats help
         if s.flag_only:
             group.addoption(s.flag, action="store_const", const=True, default=None, dest=s.dest, help=cli_help)
+            group.addoption(s.no_flag, action="store_const", const=False, dest=s.dest,
+                            help=f"Turn {s.flag} off, whatever {s.env} or the ini key {s.ini} say.")
+            # --gpu-perf=0 and the like: argparse matches a whole option string before it splits
+            # at '=', so each spelling is an alias; a flag taking an optional value instead
+            # would swallow the test path that follows it (pytest --gpu-perf tests/).
+            for const, words in ((True, TRUE_WORDS), (False, FALSE_WORDS)):
+                spellings = [f"{s.flag}={w}" for w in (*words, *(w.capitalize() for w in words if w.isalpha()))]
+                group.addoption(*spellings, action="store_const", const=const, dest=s.dest, help=argparse.SUPPRESS)
         else:
             group.addoption(s.flag, action="store", default=None, dest=s.dest, metavar=s.metavar, help=cli_help)
         parser.addini(s.ini, help=s.help, default=None)
@@ -299,7 +317,7 @@ def resolve(config: pytest.Config, setting: Setting) -> tuple[Any, str]:
     """The session-wide value of ``setting`` and where it came from (CLI > env > ini > default)."""
     raw = config.getoption(setting.dest)
     if raw is not None:
-        source = f"the command line ({setting.flag})"
+        source = f"the command line ({setting.no_flag if raw is False and setting.flag_only else setting.flag})"
     elif os.environ.get(setting.env) not in (None, ""):
         raw = os.environ[setting.env]
         source = f"the environment variable {setting.env}"

@@ -41,6 +41,13 @@ VERDICT_COLOURS = {
     "recorded": "#1f5fa8",
 }
 OTHER_COLOUR = "#555555"
+# Values drawn on each panel; a row outside (a hostile or broken report: 1e308 s, a negative
+# speedup) is left out of the chart with a note, and still listed in index.html's table.
+TIME_RANGE = (1e-12, 1e6)  # seconds
+SPEEDUP_RANGE = (1e-6, 1e6)
+FRACTION_RANGE = (0.0, 1e3)
+MAX_ROWS = 400  # per panel: taller figures pass Agg's 65,536-pixel limit
+MAX_SLUG = 80
 
 
 class PlotsUnavailable(RuntimeError):
@@ -96,7 +103,35 @@ def _common_suffix(keys: Sequence[str]) -> str:
 
 
 def _slug(family: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", family) or "family"
+    """A file name for ``family``'s chart: safe characters, short enough for any file system."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", family).strip(".") or "family"
+    if len(slug) > MAX_SLUG:
+        import hashlib
+
+        slug = slug[: MAX_SLUG - 9] + "-" + hashlib.sha256(family.encode("utf-8", "replace")).hexdigest()[:8]
+    return slug
+
+
+def _plain(text: Any, limit: int = MAX_LABEL) -> str:
+    """``text`` as matplotlib draws it literally: no mathtext (``$``), no control characters, clipped."""
+    clean = "".join(c if c.isprintable() else "?" for c in _clip(str(text), limit))
+    return clean.replace("$", r"\$")
+
+
+def _plottable(row: Mapping[str, Any], span: tuple[float, float], keys: Sequence[str] = ("low", "value", "high")) -> bool:
+    """Whether the row's numbers are finite, inside ``span`` and ordered low <= value <= high."""
+    values = [row[k] for k in keys]
+    if not all(isinstance(v, float) and math.isfinite(v) and span[0] <= v <= span[1] for v in values):
+        return False
+    return list(values) == sorted(values)
+
+
+def _number(value: Any) -> float:
+    """``value`` as a float; NaN for anything that is not a number within the float range."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
 
 
 def group_by_family(report: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -130,9 +165,9 @@ def measurement_rows(tests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
             rows.append(
                 {
                     "label": _label(test, "" if alone else s["name"]),
-                    "value": float(s["median_s"]),
-                    "low": float(s["ci_low_s"]),
-                    "high": float(s["ci_high_s"]),
+                    "value": _number(s["median_s"]),
+                    "low": _number(s["ci_low_s"]),
+                    "high": _number(s["ci_high_s"]),
                     "verdict": verdict,
                     "throttled": bool(s.get("throttled")),
                 }
@@ -150,10 +185,10 @@ def comparison_rows(tests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             rows.append(
                 {
                     "label": _label(test, "" if named else f"{c['fast']} vs {c['baseline']}", sep=": "),
-                    "value": float(c["speedup"]),
-                    "low": float(c["ci_low"]),
-                    "high": float(c["ci_high"]),
-                    "margin": None if c.get("at_least") is None else float(c["at_least"]),
+                    "value": _number(c["speedup"]),
+                    "low": _number(c["ci_low"]),
+                    "high": _number(c["ci_high"]),
+                    "margin": None if c.get("at_least") is None else _number(c["at_least"]),
                     "verdict": str(c.get("verdict", "measured")),
                 }
             )
@@ -165,8 +200,8 @@ def fraction_rows(tests: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, An
     found = []
     for t in tests:
         for f in t.get("figures", []):
-            if "fraction" in f["key"] and f.get("value") is not None and math.isfinite(float(f["value"])):
-                found.append((short_test(t["nodeid"]), f["key"], float(f["value"])))
+            if "fraction" in f["key"] and f.get("value") is not None and math.isfinite(_number(f["value"])):
+                found.append((short_test(t["nodeid"]), f["key"], _number(f["value"])))
     keys = sorted({key for _, key, _ in found})
     suffix = _common_suffix(keys)
     rows = []
@@ -269,9 +304,9 @@ def _draw_times(ax: Any, rows: list[dict[str, Any]], confidence: str) -> None:
         "the dot;\nan arrow marks an interval cut at the edge of the axis (its end is written beside the value)",
         fontsize=8,
     )
-    present = sorted({r["verdict"] for r in rows})
+    present = sorted({r["verdict"] for r in rows})[:8]
     _legend_above(ax, [Line2D([], [], marker="o", ms=5, linestyle="none", color=VERDICT_COLOURS.get(v, OTHER_COLOUR),
-                              label=f"baseline check: {v}") for v in present])
+                              label=_plain(f"baseline check: {v}", 40)) for v in present])
 
 
 def _draw_speedups(ax: Any, rows: list[dict[str, Any]]) -> None:
@@ -305,8 +340,9 @@ def _draw_speedups(ax: Any, rows: list[dict[str, Any]]) -> None:
         "left of the dashed 1x line the 'fast' variant is the slower one",
         fontsize=8,
     )
-    present = sorted({r["verdict"] for r in rows})
-    handles = [Line2D([], [], marker="D", ms=5, linestyle="none", color=VERDICT_COLOURS.get(v, OTHER_COLOUR), label=v) for v in present]
+    present = sorted({r["verdict"] for r in rows})[:8]
+    handles = [Line2D([], [], marker="D", ms=5, linestyle="none", color=VERDICT_COLOURS.get(v, OTHER_COLOUR),
+                      label=_plain(v, 40)) for v in present]
     if margins:
         handles.append(Line2D([], [], marker="|", ms=10, mew=2, linestyle="none", color="#c62828", label="required margin"))
     handles.append(Line2D([], [], linestyle="--", color="#888888", label="1x"))
@@ -325,7 +361,7 @@ def _draw_fractions(ax: Any, rows: list[dict[str, Any]], key: str | None) -> Non
     ax.set_xlim(0, max(1.12, max(values) * 1.15))
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
     _style_rows(ax, [r["label"] for r in rows])
-    ax.set_title(f"Recorded {key}" if key else "Recorded fractions", fontsize=10, loc="left", fontweight="bold")
+    ax.set_title(_plain(f"Recorded {key}" if key else "Recorded fractions", 120), fontsize=10, loc="left", fontweight="bold")
     ax.set_xlabel("share of the measured copy bandwidth or of the roofline the test recorded; dashed line: 100%", fontsize=8)
 
 
@@ -335,15 +371,29 @@ def plot_family(family: str, tests: Sequence[Mapping[str, Any]], path: Path, *, 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    panels: list[tuple[str, list[dict[str, Any]]]] = [
-        ("times", measurement_rows(tests)),
-        ("speedups", comparison_rows(tests)),
-    ]
     fractions, fraction_key = fraction_rows(tests)
-    panels.append(("fractions", fractions))
-    panels = [(kind, rows) for kind, rows in panels if rows]
+    panels: list[tuple[str, list[dict[str, Any]]]] = []
+    left_out: list[str] = []
+    for kind, rows, span, keys in (
+        ("times", measurement_rows(tests), TIME_RANGE, ("low", "value", "high")),
+        ("speedups", comparison_rows(tests), SPEEDUP_RANGE, ("low", "value", "high")),
+        ("fractions", fractions, FRACTION_RANGE, ("value",)),
+    ):
+        for r in rows:
+            if r.get("margin") is not None and not _plottable(r, SPEEDUP_RANGE, ("margin",)):
+                r["margin"] = None
+        kept = [r for r in rows if _plottable(r, span, keys)]
+        if len(kept) < len(rows):
+            left_out.append(f"{len(rows) - len(kept)} {kind} outside {span[0]:g}..{span[1]:g} or out of order")
+        if len(kept) > MAX_ROWS:
+            left_out.append(f"{len(kept) - MAX_ROWS} {kind} past the first {MAX_ROWS}")
+            kept = kept[:MAX_ROWS]
+        if kept:
+            panels.append((kind, kept))
     if not panels:
         return None
+    for r in (r for _, rows in panels for r in rows):
+        r["label"] = _plain(r["label"])
     heights = [PANEL_IN + ROW_IN * len(rows) for _, rows in panels]
     fig = Figure(figsize=(WIDTH_IN, sum(heights) + 0.6), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
@@ -356,7 +406,10 @@ def plot_family(family: str, tests: Sequence[Mapping[str, Any]], path: Path, *, 
             _draw_speedups(ax, rows)
         else:
             _draw_fractions(ax, rows, fraction_key)
-    fig.suptitle(f"{family}" + (f"  \u2014  {subtitle}" if subtitle else ""), fontsize=11, x=0.01, ha="left")
+    title = _plain(family) + (f"  \u2014  {_plain(subtitle)}" if subtitle else "")
+    if left_out:
+        title += "\n" + _plain("not drawn (listed in index.html): " + "; ".join(left_out), 200)
+    fig.suptitle(title, fontsize=11, x=0.01, ha="left")
     path.parent.mkdir(parents=True, exist_ok=True)
     _save_small_png(fig, path)
     return path
@@ -421,10 +474,13 @@ def _family_table(tests: Sequence[Mapping[str, Any]]) -> str:
             )
         for f in t.get("figures", []):
             value = f["value"]
-            shown = f"{100 * value:.1f}%" if "fraction" in f["key"] else f"{value:.4g} {f.get('unit', '')}".strip()
+            if value is None:
+                shown = "-"
+            else:
+                shown = f"{100 * value:.1f}%" if "fraction" in f["key"] else f"{value:.4g} {f.get('unit') or ''}".strip()
             entries.append(f"<td>{_e(f['key'])}</td><td>{_e(shown)}</td><td></td><td></td><td></td>")
         for c in t.get("counters", []):
-            derived = c.get("derived", {})
+            derived = c.get("derived") or {}
             shown = ", ".join(f"{k} {v:.3g}" for k, v in derived.items() if v is not None)
             entries.append(f"<td>counters {_e(c.get('label', c.get('kernel', '')))}</td><td colspan=4>{_e(shown)}</td>")
         if not entries:
@@ -496,7 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import sys
 
-    from pytest_gpuperf.cli import ReportFileError, load_report
+    from pytest_gpuperf.report_file import ReportFileError, load_report
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("report", type=Path)

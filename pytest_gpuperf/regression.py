@@ -50,23 +50,38 @@ def check_regression(
     """Compare ``m`` with ``entry`` at the measurement's own (look) confidence. The band is
     ``calibrated_band`` when both are calibrated against the same reference (what calibration
     leaves of a machine's difference), else ``machine_band`` (a whole machine's difference)."""
-    now, stored, reference = _comparable(m, entry)
-    band = calibrated_band if reference else machine_band
+    now_cal = (m.calibration.reference, m.calibration.estimate) if m.calibration else None
+    now_raw = m.estimate or estimate_from_interval(m.interval)
+    return _judge(now_raw, now_cal, entry, m.confidence, tolerance, machine_band, calibrated_band)
+
+
+def compare_entries(
+    new: Entry, old: Entry, confidence: float, tolerance: float, machine_band: float, calibrated_band: float
+) -> RegressionCheck:
+    """Two stored entries judged as the gate judges a run (``new``) against its baseline (``old``)."""
+    return _judge(new.estimate(), new.calibration(), old, confidence, tolerance, machine_band, calibrated_band)
+
+
+def _judge(
+    now_raw: Estimate,
+    now_cal: tuple[str, Estimate] | None,
+    entry: Entry,
+    confidence: float,
+    tolerance: float,
+    machine_band: float,
+    calibrated_band: float,
+) -> RegressionCheck:
+    stored_cal = entry.calibration()
+    if now_cal is not None and stored_cal is not None and stored_cal[0] == now_cal[0]:
+        now, stored, reference, band = now_cal[1], stored_cal[1], now_cal[0], calibrated_band
+    else:
+        now, stored, reference, band = now_raw, entry.estimate(), None, machine_band
     diff = now.minus(stored)
-    slowdown = diff.interval(m.confidence)
+    slowdown = diff.interval(confidence)
     verdict = regression_verdict(slowdown, tolerance, band, diff.independent)
     return RegressionCheck(
         slowdown, regression_threshold(tolerance, band), tolerance, band, reference, diff.independent, verdict
     )
-
-
-def _comparable(m: Measurement, entry: Entry) -> tuple[Estimate, Estimate, str | None]:
-    """Calibrated estimates where both sides have the same reference, else raw log-times."""
-    stored_cal = entry.calibration()
-    if m.calibration is not None and stored_cal is not None and stored_cal[0] == m.calibration.reference:
-        return m.calibration.estimate, stored_cal[1], m.calibration.reference
-    now = m.estimate or estimate_from_interval(m.interval)
-    return now, entry.estimate(), None
 
 
 def check_against(pair: Comparison, tolerance: float) -> RegressionCheck:

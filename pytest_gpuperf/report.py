@@ -164,7 +164,7 @@ def summary_rows(records: Iterable[dict[str, Any]]) -> list[list[str]]:
         speed = "-"
         verdict = r["verdict"]
         if c:
-            need = f"{c['at_least']:.3f}" if c["at_least"] is not None else "none"
+            need = f"{c['at_least']:.3f}" if c.get("at_least") is not None else "none"
             speed = f"{c['speedup']:.3f}x [{c['ci_low']:.3f}, {c['ci_high']:.3f}] ({need})"
             verdict = f"{c['verdict']}/{r['verdict']}"
         reg = r.get("regression")

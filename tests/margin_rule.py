@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pytest_gpuperf.cli import load_report
+from pytest_gpuperf.report_file import load_report
 
 MEASUREMENTS = Path(__file__).resolve().parents[1] / "measurements"
 SESSION27 = MEASUREMENTS / "2026-11-25-session27"

@@ -108,9 +108,106 @@ def test_no_fork_code_on_self_hosted_runners(path: Path) -> None:
         assert triggers <= SAFE_TRIGGERS, f"job {name} runs self-hosted under {triggers - SAFE_TRIGGERS}"
         if "pull_request" in triggers:
             assert FORK_GUARD in str(job.get("if", "")), f"job {name}: pull requests from forks must not reach it"
-        group = str(job.get("concurrency", {}).get("group", ""))
-        assert group.startswith("gpu-timing-"), f"job {name}: share the per-architecture timing concurrency group"
-        assert job["concurrency"].get("cancel-in-progress") is False
+
+
+
+# -- concurrency: a pull request never cancels a gate of main or a baseline refresh ----------
+# The group expression both workflows use: one group per pull request, one per run otherwise.
+PER_PR_OR_RUN = ("github.event_name == 'pull_request' && format('pr-{0}', github.event.pull_request.number) "
+                 "|| format('run-{0}', github.run_id)")
+PR_ONLY_CANCEL = "${{ github.event_name == 'pull_request' }}"
+
+
+def _groups(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    wf = _load(path)
+    found = [("workflow", wf["concurrency"])] if "concurrency" in wf else []
+    return found + [(name, job["concurrency"]) for name, job in wf["jobs"].items() if "concurrency" in job]
+
+
+def _render(group: str, *, pr: int | None, run_id: int, arch: str = "sm90") -> str:
+    """The group a run gets: the expressions these workflows use, evaluated for one event."""
+    key = f"pr-{pr}" if pr is not None else f"run-{run_id}"
+    return (group.replace("${{ " + PER_PR_OR_RUN + " }}", key).replace("${{ matrix.arch }}", arch)
+            .replace("${{ inputs.arch }}", arch).replace("${{ github.workflow }}", "CI"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_only_pull_requests_cancel_and_only_their_own_runs(path: Path) -> None:
+    for name, conc in _groups(path):
+        cancel = conc.get("cancel-in-progress")
+        assert cancel is False or cancel == PR_ONLY_CANCEL, f"{path.name} {name}: cancel-in-progress only for pull requests"
+        group = str(conc["group"])
+        rest = _render(group, pr=1, run_id=1)
+        assert "${{" not in rest, f"{path.name} {name}: a group expression these tests do not know: {group}"
+
+
+def test_a_pull_request_shares_no_group_with_a_main_gate_or_a_refresh() -> None:
+    ci = dict(_groups(WORKFLOWS / "ci.yml"))
+    refresh = dict(_groups(WORKFLOWS / "baseline-refresh.yml"))
+    pr_groups = {_render(str(c["group"]), pr=7, run_id=100) for c in ci.values()}
+    main_groups = {_render(str(c["group"]), pr=None, run_id=101) for c in ci.values()}
+    refresh_groups = {_render(str(c["group"]), pr=None, run_id=102) for c in refresh.values()}
+    assert pr_groups and main_groups and refresh_groups
+    assert not pr_groups & main_groups, "a queued pull request would replace a waiting gate of main"
+    assert not pr_groups & refresh_groups, "a queued pull request would replace a waiting refresh"
+    assert not main_groups & {_render(str(c["group"]), pr=None, run_id=103) for c in ci.values()}, \
+        "a newer push to main would replace a waiting gate of main"
+    assert ci["gpu-perf"]["cancel-in-progress"] == PR_ONLY_CANCEL
+    assert "gpu-timing-" not in str(refresh), "the refresh shares no group with the gates"
+
+
+# -- pinned installs ------------------------------------------------------------------------
+CONSTRAINTS = ROOT / ".github" / "constraints.txt"
+
+
+def _pip_installs(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if re.search(r"\bpip install\b", line) and "--upgrade pip" not in line]
+
+
+def test_runner_side_and_write_token_installs_are_pinned() -> None:
+    """Every pip install on a self-hosted runner, and in the job that holds a write token, takes
+    the committed constraints file."""
+    for path in FILES:
+        for name, job in _load(path)["jobs"].items():
+            writes = any(v == "write" for v in job.get("permissions", {}).values())
+            if not (_self_hosted(job) or writes):
+                continue
+            installs = _pip_installs(_steps_text(job))
+            assert installs, f"{path.name} {name}: expected an install step"
+            for line in installs:
+                assert "-c .github/constraints.txt" in line, f"{path.name} {name}: pin with the constraints file: {line}"
+
+
+def test_constraints_pin_every_requirement_of_the_runner_installs() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, str] = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            req = Requirement(line)
+            spec = str(req.specifier)
+            assert spec.startswith("==") and "," not in spec, f"constraints.txt: pin exactly: {line}"
+            pins[canonicalize_name(req.name)] = spec[2:]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    wanted = [*project["dependencies"], *extras["gpu"], *extras["test"], *extras["compile"], "matplotlib"]
+    for text in wanted:
+        req = Requirement(text)
+        name = canonicalize_name(req.name)
+        assert name in pins, f"constraints.txt does not pin {req.name}"
+        assert req.specifier.contains(pins[name], prereleases=True), f"constraints.txt: {name}=={pins[name]} is outside {text}"
+
+
+def test_the_write_token_job_runs_in_a_protected_environment_after_gpuperf_check() -> None:
+    pr = _load(WORKFLOWS / "baseline-refresh.yml")["jobs"]["pull-request"]
+    assert pr.get("environment") == "baseline-refresh"
+    steps = _steps_text(pr)
+    assert "gpuperf check baselines" in steps and "gpuperf list" not in steps
+    assert steps.index("gpuperf check baselines") < steps.index("gpuperf diff --git HEAD baselines")
+    docs = (ROOT / "docs" / "runners.md").read_text()
+    assert "baseline-refresh" in docs and "environment" in docs
 
 
 def test_ci_runs_what_the_readme_says() -> None:
@@ -124,7 +221,7 @@ def test_ci_runs_what_the_readme_says() -> None:
     assert gpu_job["strategy"]["matrix"]["arch"] == ["sm80", "sm90"]
     assert gpu_job["runs-on"][:4] == ["self-hosted", "linux", "x64", "gpu"]
     gpu = _steps_text(gpu_job)
-    assert '-m pip install -e ".[gpu,test,compile]"' in gpu
+    assert '-m pip install -c .github/constraints.txt -e ".[gpu,test,compile]"' in gpu
     assert "--gpu-perf --gpu-perf-json gpu-perf-report.json --benchmark-json benchmark.json" in gpu
     assert 'gpuperf report gpu-perf-report.json --markdown >> "$GITHUB_STEP_SUMMARY"' in gpu
     upload = next(s for s in gpu_job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@"))

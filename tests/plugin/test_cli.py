@@ -92,12 +92,12 @@ def test_diff_of_two_folders(store: BaselineStore, tmp_path: Path, capsys: pytes
     new.remove_entries(new.root / FILE, ["test_b::k"])
     code, out, _ = run(capsys, "diff", str(store.root), str(new.root))
     assert code == 0
-    assert out.splitlines()[0] == "6 baseline entries compared: 1 slower, 1 faster, 1 within noise, 1 added, 1 removed, 1 identical."
+    assert out.splitlines()[0] == "6 baseline entries compared: 1 slower, 1 faster, 1 within tolerance, 1 added, 1 removed, 1 identical."
     assert "- device software changed: `nvidia-h200-sm90-132sm-140gib`: driver_version 580.1 -> 590.2" in out
     rows = _table(out)
     assert rows[f"{FILE}#test_a[x]::fast"] == ["10 us", "11 us", "+10.0%", "slower"]
     assert rows["nvidia-a100-sm80-108sm-80gib/tests.fam.test_perf.json#test_a[x]::fast"] == ["15 us", "12 us", "-20.0%", "faster"]
-    assert rows[f"{FILE}#test_a[x]::slow"][2:] == ["+0.2%", "within noise"]
+    assert rows[f"{FILE}#test_a[x]::slow"][2:] == ["+0.2%", "within tolerance"]
     assert rows[f"{FILE}#test_d::k"] == ["-", "2 us", "-", "added"]
     assert rows[f"{FILE}#test_b::k"] == ["5 us", "-", "-", "removed"]
     assert "nvidia-h200-sm90-132sm-140gib/tests.other.test_perf.json#test_c::k" not in rows
@@ -131,7 +131,7 @@ def test_diff_takes_two_folders_or_git(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit) as info:
         main(["diff", "one"])
     assert info.value.code == 2
-    assert "diff takes two baseline folders (OLD NEW), or --git REV [DIR]" in capsys.readouterr().err
+    assert "diff takes two baseline folders (OLD NEW), two device folders, two files, or --git REV [DIR]" in capsys.readouterr().err
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -271,9 +271,9 @@ def test_report_renders_a_saved_json_report(pytester: pytest.Pytester, fake_gpu:
         (lambda d: d.update(tests={}), "field 'tests' must be a list"),
         (lambda d: d["tests"][0].pop("nodeid"), "field 'tests[0].nodeid' must be a string"),
         (lambda d: d["tests"][0]["measurements"][0]["measurement"].update(median_s="1us"),
-         "field 'tests[0].measurements[0].measurement.median_s' must be a number"),
-        (lambda d: d["tests"][0]["comparisons"][0].update(speedup=None), "field 'tests[0].comparisons[0].speedup' must be a number"),
-        (lambda d: d["tests"][0]["figures"][0].update(value=True), "field 'tests[0].figures[0].value' must be a number"),
+         "field 'tests[0].measurements[0].measurement.median_s' must be a finite number"),
+        (lambda d: d["tests"][0]["comparisons"][0].update(speedup=None), "field 'tests[0].comparisons[0].speedup' must be a finite number"),
+        (lambda d: d["tests"][0]["figures"][0].update(value=True), "field 'tests[0].figures[0].value' must be a finite number"),
     ],
 )
 def test_report_errors_name_the_file_and_field(pytester: pytest.Pytester, fake_gpu: Callable[..., None],

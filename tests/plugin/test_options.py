@@ -124,3 +124,38 @@ def test_header_lines(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) 
     pytester.runpytest("--gpu-perf", "--gpu-perf-update-baselines").stdout.fnmatch_lines(
         ["gpu-perf: --gpu-perf-update-baselines: this run's measurements replace the stored baselines of fake-gpu-*"]
     )
+
+
+@pytest.mark.parametrize("off", ["--no-gpu-perf", "--gpu-perf=0", "--gpu-perf=false", "--gpu-perf=off", "--gpu-perf=False"])
+def test_the_command_line_turns_timing_off_over_ini_and_env(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatch: pytest.MonkeyPatch, off: str
+) -> None:
+    fake_gpu(times={"k": 10e-6})
+    pytester.makepyfile("def test_t(gpu_perf):\n    pass\n")
+    pytester.makeini("[pytest]\naddopts = -p no:cacheprovider\ngpu_perf = true\n")
+    monkeypatch.setenv("GPU_PERF", "1")
+    pytester.runpytest().assert_outcomes(passed=1)
+    result = pytester.runpytest(off)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["gpu-perf: off*"])
+    pytester.runpytest(off, "--gpu-perf").assert_outcomes(passed=1)  # the last switch wins
+    pytester.runpytest("--gpu-perf", off).assert_outcomes(skipped=1)
+
+
+def test_plain_switches_still_take_no_value(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    """``--gpu-perf tests/x.py``: the path after the switch stays a test path."""
+    fake_gpu(times={"k": 10e-6})
+    pytester.makepyfile(test_a="def test_t(gpu_perf):\n    pass\n", test_b="def test_u(gpu_perf):\n    pass\n")
+    pytester.runpytest("--gpu-perf", "test_a.py").assert_outcomes(passed=1)
+    pytester.runpytest("--gpu-perf=1", "test_b.py").assert_outcomes(passed=1)
+    result = pytester.runpytest("--gpu-perf=maybe")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*argument --gpu-perf: ignored explicit argument 'maybe'*"])
+
+
+def test_every_switch_has_an_off_form(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--help")
+    for s in SETTINGS:
+        if s.flag_only:
+            result.stdout.re_match_lines([rf"^\s+{s.no_flag}(\s|$)"])
+    assert "--gpu-perf=0" not in result.stdout.str(), "the value spellings stay out of --help"

@@ -10,10 +10,16 @@ from typing import Any, Callable
 import pytest
 
 from pytest_gpuperf import plots
-from pytest_gpuperf.cli import load_report
+from pytest_gpuperf.report_file import load_report
 from pytest_gpuperf.plots import PlotsUnavailable, family_of, write_plots
 
 pytest.importorskip("matplotlib")
+# The same for matplotlib's modules the charts use: first imported inside an in-process pytester
+# run, they are dropped afterwards while matplotlib.figure keeps the old classes, and the next
+# run fails ("Single argument to subplot must be a three-digit integer, not GridSpec(...)").
+for _module in ("matplotlib.figure", "matplotlib.gridspec", "matplotlib.backends.backend_agg", "matplotlib.lines",
+                "matplotlib.ticker", "PIL.Image"):
+    pytest.importorskip(_module)
 # The plugin imports scipy.stats lazily; imported first inside an in-process pytester run, it is
 # dropped from sys.modules afterwards and numpy's C modules refuse to load twice
 # ("cannot load module more than once per process"). Importing it here keeps it loaded.
@@ -210,3 +216,58 @@ def test_option_without_matplotlib_says_so(perf_project: pytest.Pytester, monkey
     result.assert_outcomes(passed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["gpu-perf plots NOT written: matplotlib is not installed*pip install matplotlib*"])
+
+
+def _titles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The suptitles drawn from now on (where a chart notes the rows it left out)."""
+    from matplotlib.figure import Figure
+
+    seen: list[str] = []
+    original = Figure.suptitle
+
+    def spy(self: Any, t: str, **kwargs: Any) -> Any:
+        seen.append(t)
+        return original(self, t, **kwargs)
+
+    monkeypatch.setattr(Figure, "suptitle", spy)
+    return seen
+
+
+def test_hostile_numbers_and_names_render_or_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import copy
+
+    report = copy.deepcopy(SYNTHETIC)
+    alpha = report["tests"]
+    alpha[0]["measurements"][0]["measurement"].update(median_s=1e308, ci_high_s=1e308)  # past the axis range
+    alpha[0]["measurements"][1]["measurement"].update(ci_low_s=4e-6)  # low above the median: out of order
+    alpha[0]["comparisons"][0].update(speedup=-1.0, ci_low=-2.0)  # a negative speedup
+    alpha[1]["comparisons"][0]["at_least"] = 1e308  # a margin no axis holds: not drawn, the row is
+    alpha[2]["nodeid"] = "tests/alpha/test_perf.py::test_$\\frac{1}{0}$[\x1b[31m]"  # mathtext and control characters
+    alpha[3]["figures"][0]["value"] = 1e308
+    long_family = "f" * 300
+    report["tests"].append({"nodeid": f"tests/{long_family}/test_x.py::test_y", "outcome": "passed", "comparisons": [],
+                            "figures": [], "measurements": [_measurement("k", 1e-6, 1e-6, 1e-6)]})
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report))
+    titles = _titles(monkeypatch)
+    written = write_plots(load_report(path), tmp_path / "plots")
+    assert [p.name for p in written][:2] == ["alpha.png", "beta.png"] and written[-1].name == "index.html"
+    slug = written[2].name
+    assert slug.startswith("fff") and len(slug) <= plots.MAX_SLUG + len(".png")
+    for png in written[:-1]:
+        _png_size(png)
+    assert "not drawn (listed in index.html): 2 times outside 1e-12..1e+06 or out of order; " \
+           "1 speedups outside 1e-06..1e+06 or out of order" in titles[0]
+    assert "1 fractions outside 0..1000" in titles[1]
+    page = written[-1].read_text()
+    assert "1e+308 s" in page, "left out of the chart, still in the table"
+
+
+def test_a_panel_draws_at_most_max_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plots, "MAX_ROWS", 3)
+    tests = [{"nodeid": f"tests/many/test_x.py::test_{i}", "outcome": "passed", "comparisons": [], "figures": [],
+              "measurements": [_measurement("k", 1e-6 * (i + 1), 1e-6 * (i + 1), 1e-6 * (i + 1))]} for i in range(5)]
+    titles = _titles(monkeypatch)
+    png = plots.plot_family("many", tests, tmp_path / "many.png")
+    assert png is not None and _png_size(png)[1] < 400
+    assert "2 times past the first 3" in titles[0]

@@ -1,0 +1,89 @@
+"""``gpuperf prune``: which stored entries belong to tests that no longer exist.
+
+An entry is stored under ``<test id>::<variant>``, where the test id is the node id without
+its module (``TestX::test_y[a::b]`` may itself hold ``::``) and the variant name may hold
+``::`` too. So a key is never split blindly: it is live when some collected test id of its
+module is a prefix of it followed by ``::``.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+from typing import Iterable, Mapping, Sequence
+
+from pytest_gpuperf.baselines import BaselineFile, module_file_name
+from pytest_gpuperf.errors import GpuPerfError
+
+
+def collect_node_ids(paths: Sequence[str]) -> list[str]:
+    """Test node ids as ``pytest --collect-only -q`` lists them (run in the current folder)."""
+    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *paths]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise GpuPerfError(
+            f"collecting the tests failed ({' '.join(cmd[1:])} exited {proc.returncode}); nothing was pruned:\n{tail}"
+        )
+    ids: list[str] = []
+    for line in proc.stdout.splitlines():
+        if not line.strip():
+            break  # the node ids come first, then a blank line and the summary
+        if "::" in line:
+            ids.append(line.strip())
+    if not ids:
+        raise GpuPerfError(
+            "pytest listed no test node ids (is -q in addopts, making the listing per file?); nothing was pruned. "
+            "Pass the ids with --node-ids FILE instead."
+        )
+    return ids
+
+
+def read_node_ids(source: str) -> list[str]:
+    """Node ids from a file (``-``: standard input), one a line; comments and summaries skipped."""
+    try:
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        text = data.decode("utf-8")
+    except OSError as exc:
+        raise GpuPerfError(f"cannot read the node id file {source}: {exc}") from None
+    except UnicodeDecodeError:
+        raise GpuPerfError(f"the node id file {source} is not UTF-8 text; nothing was pruned") from None
+    ids = [line.strip() for line in text.splitlines() if "::" in line and not line.lstrip().startswith("#")]
+    if not ids:
+        raise GpuPerfError(f"{source} holds no test node ids (lines like tests/x/test_perf.py::test_y[p]); nothing was pruned")
+    return ids
+
+
+def is_live(key: str, tests: set[str]) -> bool:
+    """Whether ``key`` (``<test id>::<variant>``) belongs to one of ``tests`` (test ids)."""
+    start = 0
+    while (cut := key.find("::", start)) != -1:
+        if key[:cut] in tests:
+            return True
+        start = cut + 1
+    return False
+
+
+def stale_entries(
+    files: Mapping[str, BaselineFile], node_ids: Iterable[str], *, whole_suite: bool
+) -> dict[str, list[str]]:
+    """``file -> keys`` whose test no longer exists.
+
+    An entry ``test[params]::variant`` in ``<device>/<module>.json`` is kept when the node id
+    ``<module path>::test[params]`` was collected. Files of modules that nothing was collected
+    from are pruned only when ``whole_suite`` (the whole test suite was collected): after
+    ``--keep-tests-from tests/qkv`` the other families' files are left alone.
+    """
+    tests: dict[str, set[str]] = {}
+    for nid in node_ids:
+        module, _, test = nid.partition("::")
+        tests.setdefault(module_file_name(module), set()).add(test)
+    stale: dict[str, list[str]] = {}
+    for name, f in sorted(files.items()):
+        known = tests.get(PurePosixPath(name).name)
+        if known is None and not whole_suite:
+            continue
+        gone = [k for k in sorted(f.entries) if not is_live(k, known or set())]
+        if gone:
+            stale[name] = gone
+    return stale

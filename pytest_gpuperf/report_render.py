@@ -1,0 +1,86 @@
+"""A saved report rendered as ``gpuperf report`` prints it: markdown for a job summary, or text.
+
+The input is what ``report_file.load_report`` returns, so every field read here has its type.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from pytest_gpuperf.report import _table, fmt_time, summary_rows
+
+
+def _md(text: str) -> str:
+    """A table cell: pipes escaped, no line breaks."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def report_records(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The report's tests back as the per-result records the terminal summary is built from."""
+    records: list[dict[str, Any]] = []
+    for t in data["tests"]:
+        for c in t.get("comparisons", []):
+            records.append({"kind": "comparison", "test": t["nodeid"], "comparison": c})
+        for m in t.get("measurements", []):
+            records.append({**m, "kind": "measurement", "test": t["nodeid"]})
+    return records
+
+
+def _fmt_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" + (f" {unit}" if unit else "")
+
+
+def format_report(data: Mapping[str, Any], markdown: bool = True) -> str:
+    """The terminal summary's table, then figures, skips, failures and baseline changes."""
+    rows = summary_rows(report_records(data))
+    figures = [
+        [t["nodeid"].split("::", 1)[-1], f["key"], _fmt_value(f["value"], f.get("unit") or "")]
+        for t in data["tests"]
+        for f in t.get("figures", [])
+    ]
+    failed = [t["nodeid"] for t in data["tests"] if t.get("outcome") in ("failed", "error")]
+    devices = [
+        f"{d.get('name', '?')} (`{key}`), driver {d.get('driver_version') or '?'}, CUDA {d.get('cuda_runtime_version') or '?'}"
+        for key, d in sorted(data.get("devices", {}).items())
+        if isinstance(d, dict)
+    ]
+    verdicts = data.get("summary") or {}
+    skipped = data.get("skipped", [])
+    changes = data.get("baseline_changes", [])
+    notes = data.get("notes", [])
+
+    def table(body: list[list[str]], right: Iterable[int] = ()) -> list[str]:
+        if not markdown:
+            return [_table(body)]
+        align = ["---:" if i in set(right) else "---" for i in range(len(body[0]))]
+        lines = ["| " + " | ".join(_md(c) for c in body[0]) + " |", "| " + " | ".join(align) + " |"]
+        lines += ["| " + " | ".join(_md(c) for c in r) + " |" for r in body[1:]]
+        return lines
+
+    def heading(text: str) -> str:
+        return f"### {text}" if markdown else f"{text}:"
+
+    out = ["## gpu-perf report" if markdown else "gpu-perf report"]
+    out.append(f"Created {data.get('created', '?')}" + (f" on {'; '.join(devices)}" if devices else " (no GPU measured)") + ".")
+    if verdicts:
+        out.append("Verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(verdicts.items())) + ".")
+    if failed:
+        out += ["", heading(f"Failed tests ({len(failed)})")]
+        out += [f"- `{n}`" if markdown else f"  {n}" for n in failed]
+    out.append("")
+    out += table(rows, right=(2,)) if len(rows) > 1 else ["No GPU measurements in this report."]
+    if figures:
+        out += ["", heading("Figures")] + table([["test", "figure", "value"]] + figures, right=(2,))
+    if skipped:
+        out += ["", heading("Skipped, and why")]
+        out += table([["count", "reason"]] + [[str(s["count"]), s["reason"]] for s in skipped], right=(0,))
+    if changes:
+        body = [["key", "old median", "new median", "delta"]]
+        for ch in changes:
+            old, new = ch.get("old_median_s"), ch["new_median_s"]
+            body.append([ch["key"], fmt_time(old), fmt_time(new), f"{100 * (new / old - 1):+.1f}%" if old else "new"])
+        out += ["", heading(f"Baselines updated ({len(changes)} entries)")] + table(body, right=(1, 2, 3))
+    if notes:
+        out += ["", heading("Notes")] + [f"- {_md(n)}" if markdown else f"  {n}" for n in notes]
+    return "\n".join(out) + "\n"
