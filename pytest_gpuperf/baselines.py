@@ -20,7 +20,6 @@ import contextlib
 import dataclasses
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -292,10 +291,30 @@ def _link_target(link: Path) -> str:
         return "?"
 
 
+MAX_FILE_NAME = 200  # bytes; most filesystems allow 255
+
+
 def module_file_name(module_path: str) -> str:
-    """'tests/merge/test_perf.py' -> 'tests.merge.test_perf.json'."""
+    """'tests/merge/test_perf.py' -> 'tests.merge.test_perf.json', one file per module, never shared.
+
+    Path components are joined by '.'; inside a component every character other than a letter,
+    a digit, '_' or '-' is written as '%XX' per UTF-8 byte ('.' as '%2E', '%' as '%25'), so two
+    module paths never map to one name. A name longer than ``MAX_FILE_NAME`` keeps its start and
+    ends in a hash of the whole path.
+    """
     stem = module_path[:-3] if module_path.endswith(".py") else module_path
-    return re.sub(r"[^A-Za-z0-9_.-]+", ".", stem.replace("\\", "/").replace("/", ".")).strip(".") + ".json"
+    parts = [p for p in stem.replace("\\", "/").split("/") if p not in ("", ".")]
+    name = ".".join(_escape(p) for p in parts) + ".json"
+    if len(name.encode()) > MAX_FILE_NAME:
+        import hashlib
+
+        digest = hashlib.sha256(module_path.encode()).hexdigest()[:16]
+        name = name[: MAX_FILE_NAME - len(digest) - 7] + "~" + digest + ".json"
+    return name
+
+
+def _escape(part: str) -> str:
+    return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "".join(f"%{b:02X}" for b in c.encode()) for c in part)
 
 
 class BaselineStore:

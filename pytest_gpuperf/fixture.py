@@ -9,7 +9,7 @@ from typing import Any, Iterator, NoReturn
 import pytest
 
 from pytest_gpuperf.device import DeviceInfo
-from pytest_gpuperf.errors import GateFailure, GpuContended
+from pytest_gpuperf.errors import GateFailure, GpuContended, GpuPerfError
 from pytest_gpuperf.gates import Verdict
 from pytest_gpuperf.options import Settings
 from pytest_gpuperf.report import format_against_failure, format_comparison_failure, format_regression_failure
@@ -41,6 +41,8 @@ class GpuPerf:
     def measure(self, variant: Variant, *, check_baseline: bool = True) -> Measurement:
         """Time ``variant``; when ``check_baseline``, fail on a significant slowdown vs the stored
         baseline (or, under ``--gpu-perf-against REV``, vs the same variant built from REV)."""
+        if check_baseline:
+            self._baseline_file_readable()
         if check_baseline and self._rev_variant(variant) is not None:
             pair = self._against(variant)
             failure = self._record_measurement(pair.fast, True, pair)
@@ -75,6 +77,7 @@ class GpuPerf:
             fast, baseline = fast.renamed(fast.name + "#a"), baseline.renamed(baseline.name + "#b")
         if at_least is not None and not at_least > 0:
             raise ValueError(f"assert_speedup: at_least must be a positive ratio such as 1.10, got {at_least!r}")
+        self._baseline_file_readable()
         with self._session.gpu_lock(), self._contention_stops_the_test():
             c = sampler.compare(
                 self._session.backend,
@@ -108,6 +111,15 @@ class GpuPerf:
         return self._session.copy_bandwidth()
 
     # -- internals --------------------------------------------------------------------
+    def _baseline_file_readable(self) -> None:
+        """A stored baseline file that cannot be read fails the test before any timing, in one line."""
+        if self.settings.update_baselines:
+            return
+        try:
+            self._session.store.load(self.device.key, self._module)
+        except GpuPerfError as exc:
+            pytest.fail(str(exc), pytrace=False)
+
     def _rev_variant(self, variant: Variant) -> Variant | None:
         """``variant``'s namesake built from ``--gpu-perf-against``'s revision, or None."""
         revision = self._session.against
@@ -242,7 +254,10 @@ class GpuPerf:
 
 
 def _module_path(item: pytest.Item) -> str:
+    """The test module's path relative to the rootdir; a module outside it keeps its absolute path
+    (never just its file name, which another folder's module may share)."""
+    path = Path(item.path).resolve()
     try:
-        return Path(item.path).resolve().relative_to(item.config.rootpath.resolve()).as_posix()
+        return path.relative_to(item.config.rootpath.resolve()).as_posix()
     except ValueError:
-        return Path(item.path).name
+        return "outside-rootdir/" + path.as_posix().lstrip("/")

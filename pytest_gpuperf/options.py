@@ -391,6 +391,20 @@ class Settings:
             quiet_wait=values["quiet-wait"],
         )
 
+    def check_paths(self) -> None:
+        """Paths given by options must be usable as what they name, checked before any test runs."""
+        checks = (
+            ("baselines", self.baselines_dir, "a folder", lambda p: not p.exists() or p.is_dir()),
+            ("json", self.json_path, "a file", lambda p: not p.is_dir()),
+            ("plots", self.plots_dir, "a folder", lambda p: not p.exists() or p.is_dir()),
+        )
+        for name, path, kind, usable in checks:
+            if path is not None and not usable(path):
+                raise GpuPerfUsageError(
+                    f"pytest-gpuperf: {BY_NAME[name].flag} {path} (from {self.sources.get(name, 'the default')}) "
+                    f"must name {kind}, and it is not; give another path"
+                )
+
     def for_test(self, item: pytest.Item) -> "Settings":
         """Apply ``@pytest.mark.gpu_perf(...)`` keywords; unknown keywords are an error naming the test."""
         overrides: dict[str, Any] = {}

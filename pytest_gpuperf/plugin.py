@@ -9,7 +9,7 @@ import pytest
 
 from pytest_gpuperf import arch, hookspecs, options
 from pytest_gpuperf.device import DeviceInfo
-from pytest_gpuperf.errors import BaselineFileError, GpuPerfUsageError
+from pytest_gpuperf.errors import GpuPerfUsageError
 from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
@@ -55,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", text if text.startswith(name) else f"{name}: {text}")
     try:
         settings = options.Settings.from_config(config)
+        settings.check_paths()
     except GpuPerfUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     session = GpuPerfSession(config, settings)
@@ -203,10 +204,9 @@ class _RunHooks:
     def __init__(self, session: GpuPerfSession):
         self.s = session
         self.outcomes: dict[str, str] = {}
-        self.baseline_error: str | None = None
         self.no_gpu: Counter[str] = Counter()  # tests skipped for want of a GPU, by role
         self.no_gpu_reason: str | None = None
-        self.plots_note: str | None = None
+        self.written: list[Any] = []  # outputs.Outcome of each file written at session end
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.skipped and report.longrepr and isinstance(report.longrepr, tuple):
@@ -236,42 +236,55 @@ class _RunHooks:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.s.is_worker:
             return
-        if self.s.settings.update_baselines:
-            try:
-                self.s.write_baselines()
-            except BaselineFileError as exc:
-                self.baseline_error = str(exc)
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if self.s.settings.json_path or self.s.settings.plots_dir:
-            from pytest_gpuperf.report import build_json
+        from pytest_gpuperf.outputs import write_report
 
-            payload = build_json(
-                records=self.s.records,
-                outcomes=self.outcomes,
-                skip_reasons=self.s.skip_reasons,
-                changes=self.s.baseline_changes,
-                settings={k: str(v) for k, v in vars(self.s.settings).items() if k != "sources"},
-            )
-            from pytest_gpuperf.provenance import provenance
+        settings = self.s.settings
+        json_path = settings.json_path
+        if json_path:  # first: whatever fails later, the run is on disk
+            self.written.append(write_report(json_path, self._payload()))
+        if settings.update_baselines:
+            self.written.extend(self.s.write_baselines())
+            if json_path and self.s.baseline_changes and not self.written[0].error:
+                self.written[0] = write_report(json_path, self._payload())  # now with the changes
+        if settings.plots_dir:
+            self.written.append(self._write_plots(self._payload()))
+        lost = any(o.error for o in self.written if o.what != "plots")  # charts are a convenience, not a record
+        if lost and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-            payload["provenance"] = provenance(self.s.config.rootpath)
-            if self.s.settings.json_path:
-                from pytest_gpuperf.files import atomic_write_json
+    def _payload(self) -> dict[str, Any]:
+        from pytest_gpuperf.provenance import provenance
+        from pytest_gpuperf.report import build_json
 
-                atomic_write_json(self.s.settings.json_path, payload)
-            if self.s.settings.plots_dir:
-                self.plots_note = self._write_plots(payload)
+        payload = build_json(
+            records=self.s.records,
+            outcomes=self.outcomes,
+            skip_reasons=self.s.skip_reasons,
+            changes=self.s.baseline_changes,
+            settings={k: str(v) for k, v in vars(self.s.settings).items() if k != "sources"},
+        )
+        payload["provenance"] = provenance(self.s.config.rootpath)
+        return payload
 
-    def _write_plots(self, payload: dict[str, Any]) -> str:
+    def _write_plots(self, payload: dict[str, Any]) -> Any:
         """Charts per family and index.html (--gpu-perf-plots) from the report ``payload``; a
-        missing matplotlib is a note, not a crash."""
+        missing matplotlib, or anything a chart cannot draw, is an outcome, not a crash."""
+        from pytest_gpuperf.outputs import Outcome, attempt
         from pytest_gpuperf.plots import PlotsUnavailable, write_plots
 
+        folder = self.s.settings.plots_dir
+        assert folder is not None
+
+        def draw() -> str:
+            written = write_plots(payload, folder)
+            return f"{len(written) - 1} chart(s) and index.html"
+
         try:
-            written = write_plots(payload, self.s.settings.plots_dir)
+            return attempt("plots", folder, draw)
         except PlotsUnavailable as exc:
-            return f"gpu-perf plots NOT written: {exc}"
-        return f"gpu-perf plots: {len(written) - 1} chart(s) and {self.s.settings.plots_dir / 'index.html'}"
+            return Outcome("plots", folder, str(exc))
+        except Exception as exc:  # matplotlib's own errors on data it cannot draw
+            return Outcome("plots", folder, f"{type(exc).__name__}: {exc}")
 
     def _static_summary(self, tr: Any) -> None:
         """The compile-time tier's rows, and which GPU parts a GPU-less run skipped."""
@@ -291,7 +304,7 @@ class _RunHooks:
         tr = terminalreporter
         rows = summary_rows(self.s.records)
         health = health_lines(self.s.records)
-        if len(rows) > 1 or self.s.skip_reasons or self.baseline_error or health:
+        if len(rows) > 1 or self.s.skip_reasons or health or any(o.error for o in self.written):
             tr.write_sep("=", "gpu-perf summary")
         if len(rows) > 1:
             widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -332,13 +345,9 @@ class _RunHooks:
             tr.write_line(f"baselines updated ({len(self.s.baseline_changes)} entries):")
             for line in format_changes(self.s.baseline_changes):
                 tr.write_line(line)
-        if self.baseline_error:
-            tr.write_line("baselines NOT updated: " + self.baseline_error, red=True)
         self._static_summary(tr)
-        if self.s.settings.json_path:
-            tr.write_line(f"gpu-perf JSON report: {self.s.settings.json_path}")
-        if self.plots_note:
-            tr.write_line(self.plots_note)
+        for outcome in self.written:
+            tr.write_line(outcome.line, red=bool(outcome.error))
 
 
 def _write_listed(tr: Any, header: str, lines: list[str]) -> None:

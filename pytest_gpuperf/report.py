@@ -234,11 +234,15 @@ def health_lines(records: Iterable[dict[str, Any]]) -> list[str]:
 
 def format_changes(changes: Sequence["Change"]) -> list[str]:
     lines = []
+    file = None
     for ch in changes:
+        if ch.file != file:
+            file = ch.file
+            lines.append(f"  {file}:")
         if ch.old is None:
-            lines.append(f"  + {ch.key}: {fmt_time(ch.new.median_s)} (new)")
+            lines.append(f"    + {ch.key}: {fmt_time(ch.new.median_s)} (new)")
         else:
-            lines.append(f"  ~ {ch.key}: {fmt_time(ch.old.median_s)} -> {fmt_time(ch.new.median_s)} ({100 * (ch.delta or 0):+.1f}%)")
+            lines.append(f"    ~ {ch.key}: {fmt_time(ch.old.median_s)} -> {fmt_time(ch.new.median_s)} ({100 * (ch.delta or 0):+.1f}%)")
     return lines
 
 

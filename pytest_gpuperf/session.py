@@ -168,8 +168,13 @@ class GpuPerfSession:
     def collect(self, record: dict[str, Any]) -> None:
         self.records.append(record)
 
-    def write_baselines(self) -> None:
-        """Merge this run's measurements into the stored baselines (update mode, controller only)."""
+    def write_baselines(self) -> list[Any]:
+        """Merge this run's measurements into the stored baselines (update mode, controller only).
+
+        Each file is written on its own; returns one ``outputs.Outcome`` per file.
+        """
+        from pytest_gpuperf.outputs import attempt
+
         grouped: dict[tuple[str, str], dict[str, Entry]] = {}
         devices: dict[str, dict[str, Any]] = {}
         for r in self.records:
@@ -188,8 +193,16 @@ class GpuPerfSession:
         from pytest_gpuperf.provenance import provenance
 
         source = provenance(self.config.rootpath)
+        outcomes = []
         for (device_key, module), entries in sorted(grouped.items()):
-            self.baseline_changes.extend(self.store.update(device_key, module, devices[device_key], entries, source))
+
+            def update(device_key: str = device_key, module: str = module, entries: dict[str, Entry] = entries) -> str:
+                changes = self.store.update(device_key, module, devices[device_key], entries, source)
+                self.baseline_changes.extend(changes)
+                return f"{len(changes)} entries"
+
+            outcomes.append(attempt("baselines", self.store.path_for(device_key, module), update))
+        return outcomes
 
 
 def copy_variants(backend: TimingBackend, device: DeviceInfo) -> list[Any]:

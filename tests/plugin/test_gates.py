@@ -103,7 +103,7 @@ def test_record_then_detect_regression(pytester: pytest.Pytester, fake_gpu: Call
 
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-update-baselines")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(lit("baselines updated (2 entries):", "  + test_one::kernel: * us (new)", "  + test_two::other: * us (new)"))
+    result.stdout.fnmatch_lines(lit("baselines updated (2 entries):", "  *test_perf.json:", "    + test_one::kernel: * us (new)", "    + test_two::other: * us (new)"))
     stored = json.loads(baseline_file(pytester, "test_perf").read_text())
     assert set(stored["entries"]) == {"test_one::kernel", "test_two::other"}
     assert stored["entries"]["test_one::kernel"]["median_s"] == pytest.approx(20e-6, rel=0.01)
@@ -136,7 +136,7 @@ def test_update_of_a_subset_keeps_the_other_entries(pytester: pytest.Pytester, f
     pytester.runpytest("--gpu-perf", "--gpu-perf-update-baselines").assert_outcomes(passed=2)
     fake_gpu(times={"kernel": 25e-6, "other": 30e-6})
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-update-baselines", "-k", "test_one")
-    result.stdout.fnmatch_lines(lit("  ~ test_one::kernel: * us -> * us (+2*%)"))
+    result.stdout.fnmatch_lines(lit("    ~ test_one::kernel: * us -> * us (+2*%)"))
     stored = json.loads(baseline_file(pytester, "test_perf").read_text())["entries"]
     assert stored["test_one::kernel"]["median_s"] == pytest.approx(25e-6, rel=0.01)
     assert stored["test_two::other"]["median_s"] == pytest.approx(30e-6, rel=0.01)
@@ -160,10 +160,10 @@ def test_corrupt_baseline_is_an_error_naming_file_and_field(pytester: pytest.Pyt
     before = path.read_bytes()
     result = pytester.runpytest("--gpu-perf")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(lit("*BaselineFileError: baseline file *test_perf.json: field 'entries.test_one::kernel.median_s' must be a positive number*"))
+    result.stdout.fnmatch_lines(lit("*baseline file *test_perf.json: field 'entries.test_one::kernel.median_s' must be a positive number*"))
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-update-baselines")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(lit("*baselines NOT updated: baseline file*median_s*"))
+    result.stdout.fnmatch_lines(lit("*gpu-perf: baselines * NOT written: baseline file*median_s*"))
     assert path.read_bytes() == before, "a corrupt baseline file must never be overwritten"
 
 
@@ -177,7 +177,7 @@ def test_json_report_contents(pytester: pytest.Pytester, fake_gpu: Callable[...,
     )
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-json=out/report.json")
     result.assert_outcomes(passed=2, skipped=1)
-    result.stdout.fnmatch_lines(lit("gpu-perf JSON report: *out/report.json"))
+    result.stdout.fnmatch_lines(lit("gpu-perf: JSON report *out/report.json"))
     report = json.loads((pytester.path / "out" / "report.json").read_text())
     assert report["schema"] == "pytest-gpuperf/report/1"
     assert list(report["devices"]) == ["fake-gpu-sm90-132sm-80gib"]

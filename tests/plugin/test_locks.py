@@ -176,7 +176,7 @@ def test_update_through_a_symlinked_device_folder_fails_the_run(
     pytester.makepyfile(test_perf=MEASURE_TEST)
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-update-baselines")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([f"*baselines NOT updated: baseline file *test_perf.json was not written: *{KEY} is a symbolic link*"])
+    result.stdout.fnmatch_lines([f"*gpu-perf: baselines *test_perf.json NOT written: *{KEY} is a symbolic link*"])
     assert list(elsewhere.iterdir()) == []
 
 

@@ -197,7 +197,7 @@ def perf_project(pytester: pytest.Pytester, fake_gpu: Callable[..., None], monke
 def test_option_writes_plots_after_the_run(perf_project: pytest.Pytester) -> None:
     result = perf_project.runpytest("--gpu-perf", "--gpu-perf-plots=out/plots", "--gpu-perf-json=report.json")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["gpu-perf plots: 1 chart(s) and *out/plots/index.html"])
+    result.stdout.fnmatch_lines(["gpu-perf: plots *out/plots (1 chart(s) and index.html)"])
     folder = perf_project.path / "out" / "plots"
     assert sorted(p.name for p in folder.iterdir()) == ["index.html", "test_perf.png"]
     _png_size(folder / "test_perf.png")
@@ -215,7 +215,7 @@ def test_option_without_matplotlib_says_so(perf_project: pytest.Pytester, monkey
     result = perf_project.runpytest("--gpu-perf", "--gpu-perf-plots=plots")
     result.assert_outcomes(passed=1)
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["gpu-perf plots NOT written: matplotlib is not installed*pip install matplotlib*"])
+    result.stdout.fnmatch_lines(["gpu-perf: plots * NOT written: matplotlib is not installed*pip install matplotlib*"])
 
 
 def _titles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
