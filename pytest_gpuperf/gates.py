@@ -15,8 +15,8 @@ and the machine band b, with the threshold θ = max(τ/2, b):
     PASS          otherwise
 θ is a noise threshold in the manner of criterion's: a slowdown smaller than the band is
 never a failure, however sure; deciding at τ/2 catches a true slowdown of τ whenever the
-interval is narrower than τ/2. Either gate's PASS/FAIL becomes INCONCLUSIVE when its
-estimate's batches are not independent (``stats.Estimate.independent``).
+interval is narrower than τ/2. Both gates judge intervals that are widened when the
+estimate's batches are too short to be independent (``stats.Estimate.inflation``).
 """
 from __future__ import annotations
 
@@ -54,14 +54,14 @@ def regression_threshold(tolerance: float, band: float = 0.0) -> float:
     return max(tolerance / 2.0, band)
 
 
-def regression_verdict(slowdown: Interval, tolerance: float, band: float = 0.0, independent: bool = True) -> Verdict:
+def regression_verdict(slowdown: Interval, tolerance: float, band: float = 0.0) -> Verdict:
     """Outcome of comparing a measurement with its stored baseline (see module doc)."""
     threshold = regression_threshold(tolerance, band)
     if slowdown.low > 1.0 + threshold:
-        return Verdict.FAIL if independent else Verdict.INCONCLUSIVE
+        return Verdict.FAIL
     if slowdown.estimate > 1.0 + threshold:
         return Verdict.INCONCLUSIVE
-    if slowdown.high < 1.0 - threshold and independent:
+    if slowdown.high < 1.0 - threshold:
         return Verdict.IMPROVED
     return Verdict.PASS
 

@@ -99,8 +99,6 @@ def format_regression_failure(
     )
     if decided:
         why = "the whole interval lies above it"
-    elif not check.independent:
-        why = "but consecutive samples stayed correlated beyond what the run's rounds can resolve"
     else:
         why = f"but the interval reaches below {limit:.4f}x, so the slowdown is not established"
     return (

@@ -67,11 +67,20 @@ class Estimate:
         """Whether the batches are long enough next to the series' correlation time."""
         return self.batch_size >= self.needed_batch_size
 
+    @property
+    def inflation(self) -> float:
+        """What the standard error is multiplied by: sqrt(needed / actual batch length) when the
+        batches are too short to be independent (a batch mean's variance falls in proportion to
+        its length once batches are long enough), else 1."""
+        if self.independent or self.batch_size <= 0:
+            return 1.0
+        return math.sqrt(self.needed_batch_size / self.batch_size)
+
     def interval(self, confidence: float) -> Interval:
-        """The estimate and its interval on the original (exp) scale."""
+        """The estimate and its interval on the original (exp) scale, widened by ``inflation``."""
         from scipy import stats as sps  # lazily: loading the plugin must stay cheap
 
-        half = float(sps.t.ppf(0.5 + confidence / 2.0, max(self.df, 1))) * self.se
+        half = float(sps.t.ppf(0.5 + confidence / 2.0, max(self.df, 1))) * self.se * self.inflation
         return Interval(math.exp(self.center), math.exp(self.center - half), math.exp(self.center + half), confidence)
 
     def minus(self, other: "Estimate") -> "Estimate":

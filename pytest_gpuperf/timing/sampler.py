@@ -259,8 +259,8 @@ def _measurement(
 def _correlation_note(est: Estimate) -> str:
     return (
         f"consecutive samples stayed correlated (rank lag-1 autocorrelation {est.lag1:.2f}): batches of "
-        f"{est.batch_size} rounds, {est.needed_batch_size} needed for independent batches, so this result "
-        "decides no gate; a longer --gpu-perf-budget gives it more rounds"
+        f"{est.batch_size} rounds, {est.needed_batch_size} needed for independent batches, so the interval "
+        f"is widened {est.inflation:.2f}x; a longer --gpu-perf-budget gives it more rounds"
     )
 
 
@@ -348,9 +348,7 @@ def _judge_speedup(run: _Run, at_least: float | None, confidence: float) -> _Jud
         speedup = est.interval(confidence)
     shift = level_shift(np.exp(d))
     verdict = speedup_verdict(speedup, at_least)
-    reason = ""
-    if verdict in (Verdict.PASS, Verdict.FAIL) and est is not None and not est.independent:
-        verdict, reason = Verdict.INCONCLUSIVE, _correlation_note(est)
+    reason = _correlation_note(est) if est is not None and not est.independent else ""
     if shift is not None and at_least is not None and shift.lowest_median < at_least <= shift.highest_median:
         verdict = Verdict.INCONCLUSIVE  # part of the run clears the margin, part does not
     return _Judgement(speedup, est, shift, verdict, reason)
