@@ -1,17 +1,49 @@
-"""pytest-gpuperf: GPU kernel performance claims as statistically honest pytest gates."""
+"""pytest-gpuperf: GPU kernel performance claims as statistically honest pytest gates.
+
+The public names are imported on first use (PEP 562), so loading the plugin at every pytest
+start does not import NumPy or SciPy.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from pytest_gpuperf.errors import BaselineFileError, GateFailure, GpuPerfError, GpuPerfUsageError
-from pytest_gpuperf.gates import Verdict
-from pytest_gpuperf.results import Comparison, Measurement, Variant
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.fixture import GpuPerf
+    from pytest_gpuperf.gates import Verdict
+    from pytest_gpuperf.results import Comparison, Measurement, Variant
+    from pytest_gpuperf.timing.streams import TimingStream
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Variant": "pytest_gpuperf.results",
+    "Measurement": "pytest_gpuperf.results",
+    "Comparison": "pytest_gpuperf.results",
+    "Verdict": "pytest_gpuperf.gates",
+    "GpuPerf": "pytest_gpuperf.fixture",
+    "TimingStream": "pytest_gpuperf.timing.streams",
+}
 
 __all__ = [
     "Variant",
     "Measurement",
     "Comparison",
     "Verdict",
+    "GpuPerf",
+    "TimingStream",
     "GpuPerfError",
     "GpuPerfUsageError",
     "BaselineFileError",
     "GateFailure",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'pytest_gpuperf' has no attribute {name!r}")

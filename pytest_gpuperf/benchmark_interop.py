@@ -1,8 +1,13 @@
 """GPU results in pytest-benchmark's storage, JSON (--benchmark-json) and comparison tables.
 
-Each measured variant becomes one pytest-benchmark entry whose samples are GPU seconds per
-launch (not host wall time), grouped per test so a table compares a test's variants. The
-GPU-specific statistics (interval, cache mode, method) travel in ``extra_info``.
+Registered only when pytest-benchmark is installed and the run asks it to store or compare
+results (``--benchmark-json``, ``--benchmark-autosave``, ``--benchmark-save``,
+``--benchmark-compare``), so a plain ``--gpu-perf`` run prints none of its tables. Each measured
+variant becomes one pytest-benchmark entry whose samples are GPU seconds per launch (not host
+wall time), grouped per test; the GPU statistics (interval, cache mode, method) travel in
+``extra_info``, and the GPU's fingerprint joins ``machine_info`` through pytest-benchmark's
+public hook, so comparing runs of two different GPUs warns. pytest-benchmark has no public way
+to add results measured elsewhere, so the entries are appended to its session's list.
 """
 from __future__ import annotations
 
@@ -10,6 +15,25 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
+
+class BenchmarkHooks:
+    """pytest-benchmark hooks, bound to the run's session."""
+
+    def __init__(self, session: Any):
+        self.s = session
+
+    def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
+        device = self.s._device  # only a GPU the run already probed: no CUDA work for pytest-benchmark
+        if device:
+            machine_info["gpu"] = device.fingerprint()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" or self.s.is_worker:
+            return
+        for key, record in report.user_properties:
+            if key == "gpu_perf" and record.get("kind") == "measurement":
+                add_measurement(self.s.config, record)
 
 
 def add_measurement(config: pytest.Config, record: dict[str, Any]) -> bool:

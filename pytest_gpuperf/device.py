@@ -1,8 +1,9 @@
 """The GPU under test: what it is, and the fingerprint its baselines are stored under.
 
-Probing imports CuPy lazily; on a machine without CUDA, a driver or CuPy, ``probe``
-returns a ``NoDevice`` with the reason instead of raising, so the plugin still loads and
-GPU tests skip with that reason.
+Probing imports CuPy lazily, and without CuPy asks the CUDA driver itself (``libcuda``
+through ctypes), so a test that needs only the GPU runs wherever a driver does; timing needs
+CuPy. On a machine without CUDA or a driver, ``probe`` returns a ``NoDevice`` with the reason
+instead of raising, so the plugin still loads and GPU tests skip with that reason.
 """
 from __future__ import annotations
 
@@ -73,11 +74,11 @@ class NoDevice:
 
 
 def probe(ordinal: int) -> DeviceInfo | NoDevice:
-    """Describe CUDA device ``ordinal`` through CuPy (and NVML where available)."""
+    """Describe CUDA device ``ordinal`` through CuPy, or the driver without it (and NVML where available)."""
     try:
         import cupy
-    except ImportError as exc:
-        return NoDevice(f"CuPy is not installed ({exc}); install pytest-gpuperf[gpu]")
+    except ImportError:
+        return probe_driver(ordinal)
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError without a driver
@@ -120,3 +121,60 @@ def _cuda_version(v: int) -> str:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# CUdevice_attribute values (cuda.h)
+_ATTR = {"major": 75, "minor": 76, "sm_count": 16, "l2_bytes": 38}
+
+
+def probe_driver(ordinal: int) -> DeviceInfo | NoDevice:
+    """Describe CUDA device ``ordinal`` through the driver API alone (no CuPy)."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return NoDevice("no CUDA driver (libcuda.so.1 not found) and CuPy is not installed; install pytest-gpuperf[gpu]")
+
+    def check(status: int, what: str) -> None:
+        if status != 0:
+            raise RuntimeError(f"{what} returned CUDA error {status}")
+
+    try:
+        check(cuda.cuInit(0), "cuInit")
+        count = ctypes.c_int(0)
+        check(cuda.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
+        if count.value == 0:
+            return NoDevice("no CUDA GPU is visible (cuDeviceGetCount() == 0)")
+        if not 0 <= ordinal < count.value:
+            return NoDevice(f"GPU {ordinal} was asked for but only {count.value} GPU(s) are visible")
+        dev = ctypes.c_int(0)
+        check(cuda.cuDeviceGet(ctypes.byref(dev), ordinal), "cuDeviceGet")
+        name = ctypes.create_string_buffer(256)
+        check(cuda.cuDeviceGetName(name, 256, dev), "cuDeviceGetName")
+        attrs = {}
+        for key, code in _ATTR.items():
+            value = ctypes.c_int(0)
+            check(cuda.cuDeviceGetAttribute(ctypes.byref(value), code, dev), f"cuDeviceGetAttribute({key})")
+            attrs[key] = value.value
+        memory = ctypes.c_size_t(0)
+        check(cuda.cuDeviceTotalMem_v2(ctypes.byref(memory), dev), "cuDeviceTotalMem")
+        pci = ctypes.create_string_buffer(32)
+        check(cuda.cuDeviceGetPCIBusId(pci, 32, dev), "cuDeviceGetPCIBusId")
+        version = ctypes.c_int(0)
+        check(cuda.cuDriverGetVersion(ctypes.byref(version)), "cuDriverGetVersion")
+    except (RuntimeError, AttributeError) as exc:
+        return NoDevice(f"no usable CUDA driver or GPU ({exc})")
+    info = DeviceInfo(
+        name=name.value.decode(errors="replace"),
+        compute_capability=(attrs["major"], attrs["minor"]),
+        sm_count=attrs["sm_count"],
+        memory_bytes=int(memory.value),
+        l2_bytes=attrs["l2_bytes"],
+        ordinal=ordinal,
+        pci_bus_id=pci.value.decode(errors="replace"),
+        cuda_driver_version=_cuda_version(version.value),
+    )
+    from pytest_gpuperf.timing import nvml
+
+    return nvml.enrich(info)

@@ -18,6 +18,7 @@ from pytest_gpuperf.errors import GpuPerfUsageError
 
 ENV_PREFIX = "GPU_PERF_"
 MARKER = "gpu_perf"
+HYPOTHESIS_PROFILE = "gpu-perf"  # registered (pytest_gpuperf.strategies) when --hypothesis-profile names it
 
 
 TRUE_WORDS = ("1", "true", "yes", "on")

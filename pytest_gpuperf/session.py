@@ -7,17 +7,19 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
-from pytest_gpuperf.baselines import BaselineStore, Change, Entry
 from pytest_gpuperf.device import DeviceInfo, NoDevice, probe
-from pytest_gpuperf.locks import hold
 from pytest_gpuperf.options import Settings
-from pytest_gpuperf.timing.backend import TimingBackend
-from pytest_gpuperf.timing.health import HealthGuard
-from pytest_gpuperf.timing.sampler import SamplingPolicy
+
+if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
+    from pytest_gpuperf.baselines import BaselineStore, Change
+    from pytest_gpuperf.timing.backend import TimingBackend
+    from pytest_gpuperf.timing.health import HealthGuard
+    from pytest_gpuperf.timing.sampler import SamplingPolicy
 
 PLUGIN_NAME = "gpu_perf_session"
 RECORD_KEY = "gpu_perf"  # key of the records carried in report.user_properties
@@ -61,16 +63,27 @@ class GpuPerfSession:
     settings: Settings
     records: list[dict[str, Any]] = field(default_factory=list)
     skip_reasons: Counter[str] = field(default_factory=Counter)
-    baseline_changes: list[Change] = field(default_factory=list)
+    baseline_changes: list["Change"] = field(default_factory=list)
     _device: DeviceInfo | NoDevice | None = None
-    _backend: TimingBackend | None = None
+    _backend: "TimingBackend | None" = None
     _copy_bandwidth: float | None = None
     _against: Any = None
 
     def __post_init__(self) -> None:
-        self.store = BaselineStore(self.settings.baselines_dir)
-        self.guard = HealthGuard(quiet_wait_s=self.settings.quiet_wait, require_health=self.settings.require_health)
         self.not_recorded: list[str] = []  # measurements an update left out, and why
+
+    @cached_property
+    def store(self) -> "BaselineStore":
+        from pytest_gpuperf.baselines import BaselineStore
+
+        return BaselineStore(self.settings.baselines_dir)
+
+    @cached_property
+    def guard(self) -> "HealthGuard":
+        """One per run: the wait budget for a quiet GPU is the run's."""
+        from pytest_gpuperf.timing.health import HealthGuard
+
+        return HealthGuard(quiet_wait_s=self.settings.quiet_wait, require_health=self.settings.require_health)
 
     @property
     def is_worker(self) -> bool:
@@ -97,7 +110,7 @@ class GpuPerfSession:
         return self._device
 
     @property
-    def backend(self) -> TimingBackend:
+    def backend(self) -> "TimingBackend":
         if self._backend is None:
             device = self.device
             assert isinstance(device, DeviceInfo), "backend requested without a device"
@@ -115,6 +128,8 @@ class GpuPerfSession:
         than GPU_LOCK_TIMEOUT_S raises LockTimeoutError naming the lock file and its holder."""
         device = self.device
         ident = (device.uuid or device.pci_bus_id or str(device.ordinal)) if isinstance(device, DeviceInfo) else "none"
+        from pytest_gpuperf.locks import hold
+
         with hold(gpu_lock_path(ident), timeout_s=GPU_LOCK_TIMEOUT_S, purpose=f"timing on GPU {ident}"):
             yield
 
@@ -141,7 +156,9 @@ class GpuPerfSession:
             return None
         return self.backend.reference(kind)
 
-    def policy(self, settings: Settings) -> SamplingPolicy:
+    def policy(self, settings: Settings) -> "SamplingPolicy":
+        from pytest_gpuperf.timing.sampler import SamplingPolicy
+
         return SamplingPolicy(
             confidence=settings.confidence,
             precision=settings.precision,
@@ -175,6 +192,8 @@ class GpuPerfSession:
         """
         from pytest_gpuperf.outputs import attempt
 
+        from pytest_gpuperf.baselines import Entry
+
         grouped: dict[tuple[str, str], dict[str, Entry]] = {}
         devices: dict[str, dict[str, Any]] = {}
         for r in self.records:
@@ -205,7 +224,7 @@ class GpuPerfSession:
         return outcomes
 
 
-def copy_variants(backend: TimingBackend, device: DeviceInfo) -> list[Any]:
+def copy_variants(backend: "TimingBackend", device: DeviceInfo) -> list[Any]:
     """Variants copying a buffer far larger than L2 with the SMs, for the copy-bandwidth roofline."""
     from pytest_gpuperf.results import Variant
     from pytest_gpuperf.roofline import copy_buffer_bytes, copy_launches

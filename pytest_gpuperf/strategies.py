@@ -1,7 +1,8 @@
-"""hypothesis strategies for kernel tests, and the profile GPU tests need.
+"""hypothesis strategies for kernel tests, and the profile GPU tests need (the ``hypothesis`` extra).
 
-First calls compile kernels (seconds), so the registered ``gpu-perf`` profile has no
-deadline; the plugin loads it unless another profile was chosen.
+First calls compile kernels (seconds), so the ``gpu-perf`` profile has no deadline. The plugin
+registers it when the command line asks for it (``--hypothesis-profile=gpu-perf``, e.g. in the
+project's ``addopts``); a project can also call ``register_profile()`` from its conftest.py.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-PROFILE = "gpu-perf"
+from pytest_gpuperf.options import HYPOTHESIS_PROFILE as PROFILE
 
 __all__ = ["PROFILE", "register_profile", "sizes", "shapes", "finite_floats", "arrays", "seeds"]
 

@@ -1,0 +1,103 @@
+"""Installing the plugin changes nothing in a suite that does not use it (CPU only)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Callable
+
+import pytest
+
+FOREIGN_PROJECT = """
+import pytest
+from hypothesis import given, settings, strategies as st
+
+settings.register_profile("mine", deadline=50)
+settings.load_profile("mine")
+
+@pytest.fixture
+def gpu():
+    return "the project's own gpu fixture"
+
+@pytest.mark.gpu
+def test_own_marker():
+    pass
+
+def test_own_fixture(gpu):
+    assert gpu == "the project's own gpu fixture"
+
+def test_profile_kept():
+    assert settings.default.deadline is not None and settings.default.deadline.total_seconds() == 0.05
+"""
+
+
+def test_a_foreign_projects_gpu_marker_fixture_and_profile_keep_working(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nmarkers =\n    gpu: the project's own marker\n")
+    pytester.makepyfile(FOREIGN_PROJECT)
+    result = pytester.runpytest("-p", "no:cacheprovider")  # no GPU, no CuPy needed
+    result.assert_outcomes(passed=3)
+
+
+def test_the_plugins_device_fixture_still_skips_without_a_gpu(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(cc="none")
+    pytester.makepyfile("def test_a(gpuperf_device):\n    pass\n\n\ndef test_b(gpu):\n    pass\n")
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*no GPU: fake: this machine has no GPU*"])
+
+
+def test_the_gpu_perf_hypothesis_profile_is_loaded_only_when_asked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        "from hypothesis import settings\n\n\n"
+        "def test_profile():\n"
+        "    assert settings.default.deadline is None, settings.default\n"
+    )
+    # Subprocesses: a profile loaded by one in-process run would stay loaded for the next.
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(failed=1)  # hypothesis's default: 200 ms
+    pytester.runpytest_subprocess("--hypothesis-profile=gpu-perf", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+BENCH_TEST = """
+from pytest_gpuperf import Variant
+
+def test_claim(gpu_perf):
+    gpu_perf.measure(Variant("k", lambda: None))
+"""
+
+
+def test_pytest_benchmark_stays_quiet_unless_asked(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(times={"k": 10e-6})
+    pytester.makepyfile(BENCH_TEST)
+    result = pytester.runpytest("--gpu-perf")
+    result.assert_outcomes(passed=1)
+    assert "benchmark 'gpu: test_claim'" not in result.stdout.str()
+    result = pytester.runpytest("--gpu-perf", "--benchmark-json=bench.json")
+    result.assert_outcomes(passed=1)
+    data = json.loads((pytester.path / "bench.json").read_text())
+    assert data["machine_info"]["gpu"]["key"] == "fake-gpu-sm90-132sm-80gib"
+    assert [b["name"] for b in data["benchmarks"]] == ["test_claim::k"]
+
+
+def test_the_plugin_runs_without_pytest_benchmark(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(times={"k": 10e-6})
+    pytester.makepyfile(BENCH_TEST)
+    pytester.runpytest("--gpu-perf", "-p", "no:benchmark").assert_outcomes(passed=1)
+
+
+IMPORT_COST = """
+import time
+t = time.perf_counter(); import pytest; t_pytest = time.perf_counter() - t
+t = time.perf_counter(); import pytest_gpuperf.plugin; t_plugin = time.perf_counter() - t
+import sys
+heavy = sorted(m for m in ("numpy", "scipy", "cupy", "torch", "hypothesis", "filelock") if m in sys.modules)
+print(t_pytest, t_plugin, ",".join(heavy))
+"""
+
+
+def test_loading_the_plugin_is_cheap_and_imports_nothing_heavy() -> None:
+    """Measured 26 ms on the 2-core CI machine (2026-11-27); the bound is generous for slow runners."""
+    out = subprocess.run([sys.executable, "-c", IMPORT_COST], capture_output=True, text=True, check=True).stdout.split()
+    plugin_s = float(out[1])
+    heavy = out[2] if len(out) > 2 else ""
+    assert heavy == "", f"loading the plugin imported {heavy}"
+    assert plugin_s < 0.15, f"importing the plugin took {1e3 * plugin_s:.0f} ms"
