@@ -97,13 +97,25 @@ def _device(text: Any) -> str:
 
 
 def _arch_list(text: Any) -> tuple[str, ...]:
-    import re
+    """Architectures in any spelling the markers accept ('sm80', 'sm_80', '8.0', 'sm_90a'),
+    normalised to nvcc's ('sm_80', 'sm_90a')."""
+    from pytest_gpuperf.arch import parse_arch
 
-    values = tuple(v.strip().lower() for v in str(text).split(",") if v.strip())
-    bad = [v for v in values if v != "all" and not re.fullmatch(r"sm_\d+[af]?", v)]
-    if not values or bad:
+    values = [v.strip().lower() for v in str(text).split(",") if v.strip()]
+    if not values:
         raise ValueError("expected comma-separated architectures such as sm_80,sm_90 (or 'all')")
-    return values
+    out = []
+    for v in values:
+        if v == "all":
+            out.append(v)
+            continue
+        suffix = v[-1] if v[-1] in "af" and not v[-2:].isdigit() else ""
+        try:
+            (major, minor), _ = parse_arch(v)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; expected comma-separated architectures such as sm_80,sm_90 (or 'all')") from None
+        out.append(f"sm_{major}{minor}{suffix}")
+    return tuple(out)
 
 
 def _path(text: Any) -> str:
@@ -280,6 +292,13 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="SECONDS",
     ),
     Setting(
+        "only",
+        "Run only the performance tests (those using the gpu_perf fixture or marker); deselect the rest.",
+        _bool,
+        False,
+        flag_only=True,
+    ),
+    Setting(
         "plots",
         "Write one chart per kernel family and an index.html into this folder after the run (needs matplotlib).",
         _path,
@@ -294,7 +313,7 @@ PER_TEST_KEYWORDS: Mapping[str, Setting] = {s.keyword: s for s in SETTINGS if s.
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpu-perf", "GPU kernel performance gates (pytest-gpuperf)")
     for s in SETTINGS:
-        cli_help = (s.help + f" [env {s.env}, ini {s.ini}]").replace("%", "%%")  # argparse formats help
+        cli_help = (s.help + f" [{_type_and_default(s)}; env {s.env}, ini {s.ini}]").replace("%", "%%")  # argparse formats help
         if s.flag_only:
             group.addoption(s.flag, action="store_const", const=True, default=None, dest=s.dest, help=cli_help)
             group.addoption(s.no_flag, action="store_const", const=False, dest=s.dest,
@@ -307,7 +326,22 @@ def add_options(parser: pytest.Parser) -> None:
                 group.addoption(*spellings, action="store_const", const=const, dest=s.dest, help=argparse.SUPPRESS)
         else:
             group.addoption(s.flag, action="store", default=None, dest=s.dest, metavar=s.metavar, help=cli_help)
-        parser.addini(s.ini, help=s.help, default=None)
+        parser.addini(s.ini, help=f"{s.help} [{_type_and_default(s)}]", default=None)
+
+
+def _type_and_default(s: Setting) -> str:
+    """'number, default 0.05' for --help: the ini keys all read as strings, so say what they take."""
+    kinds = {_bool: "true/false", _path: "path", _positive: "number", _non_negative: "seconds", _device: "ordinal or auto"}
+    kind = kinds.get(s.parse) or ("architectures" if s.parse is _arch_list else s.metavar or "number")
+    if isinstance(s.default, tuple):
+        default = ",".join(s.default)
+    elif s.default is None:
+        default = "none"
+    elif isinstance(s.default, bool):
+        default = "on" if s.default else "off"
+    else:
+        default = f"{s.default:g}" if isinstance(s.default, float) else str(s.default)
+    return f"{kind}, default {default}"
 
 
 def _invalid(setting: Setting, raw: Any, source: str, exc: ValueError) -> GpuPerfUsageError:
@@ -360,6 +394,7 @@ class Settings:
     calibrate: bool = True
     against: str | None = None
     calibrated_noise: float = 0.015
+    only: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> "Settings":
@@ -389,6 +424,7 @@ class Settings:
             calibrate=values["calibrate"],
             against=values["against"],
             calibrated_noise=values["calibrated-noise"],
+            only=values["only"],
             quiet_wait=values["quiet-wait"],
         )
 

@@ -115,8 +115,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m selection, which sees the added markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Reject bad markers at collection, naming the test, before any GPU time is spent."""
+    """Reject bad markers at collection, naming the test, before any GPU time is spent; mark
+    every test using the gpu_perf fixture ``gpu_perf`` (so ``-m gpu_perf`` selects it); under
+    ``--gpu-perf-only`` deselect the rest."""
     settings = _session(config).settings
     for item in items:
         try:
@@ -124,6 +127,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             settings.for_test(item)
         except GpuPerfUsageError as exc:
             raise pytest.UsageError(str(exc)) from None
+        if PERF_FIXTURE in getattr(item, "fixturenames", ()) and item.get_closest_marker(options.MARKER) is None:
+            item.add_marker(options.MARKER)
+    if settings.only:
+        kept = [item for item in items if is_perf_test(item)]
+        config.hook.pytest_deselected(items=[item for item in items if not is_perf_test(item)])
+        items[:] = kept
 
 
 @pytest.hookimpl(tryfirst=True)

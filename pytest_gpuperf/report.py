@@ -230,6 +230,44 @@ def health_lines(records: Iterable[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def time_lines(records: Iterable[dict[str, Any]], slowest: int = 5) -> list[str]:
+    """Where the run's measuring time went: by test module, and the slowest measurements."""
+    spent: list[tuple[float, str]] = []
+    for r in records:
+        if r["kind"] == "measurement" and r["measurement"].get("wall_s"):
+            spent.append((r["measurement"]["wall_s"], f"{r['test']}::{r['measurement']['name']}"))
+        elif r["kind"] == "comparison" and r["comparison"].get("wall_s"):
+            c = r["comparison"]
+            spent.append((c["wall_s"], f"{r['test']}: {c['fast']} vs {c['baseline']}"))
+    if not spent:
+        return []
+    by_module: Counter[str] = Counter()
+    for seconds, what in spent:
+        by_module[what.split("::", 1)[0]] += seconds
+    lines = [f"gpu-perf time: {sum(s for s, _ in spent):.1f} s measuring (warm-up and capture included), by module:"]
+    lines += [f"  {seconds:7.1f} s  {module}" for module, seconds in by_module.most_common()]
+    lines.append(f"slowest {min(slowest, len(spent))} measurement(s):")
+    lines += [f"  {seconds:7.2f} s  {what}" for seconds, what in sorted(spent, reverse=True)[:slowest]]
+    return lines
+
+
+def progress_lines(record: dict[str, Any]) -> list[str]:
+    """One line per finished measurement or comparison, for ``-v``."""
+    test = record.get("test", "").split("::", 1)[-1]
+    if record["kind"] == "measurement":
+        m = record["measurement"]
+        ci = "[" + fmt_time(m["ci_low_s"]) + ", " + fmt_time(m["ci_high_s"]) + "]"
+        return [f"gpu-perf  {test}::{m['name']}  {fmt_time(m['median_s'])} {ci}  {record['verdict']}"]
+    if record["kind"] == "comparison":
+        c = record["comparison"]
+        need = f" (>= {c['at_least']:.3f})" if c.get("at_least") is not None else ""
+        return [
+            f"gpu-perf  {test}: {c['fast']} vs {c['baseline']}  {c['speedup']:.3f}x "
+            f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]{need}  {c['verdict']}"
+        ]
+    return []
+
+
 def format_changes(changes: Sequence["Change"]) -> list[str]:
     lines = []
     file = None
@@ -288,7 +326,9 @@ def static_lines(records: Iterable[dict[str, Any]], no_gpu: Counter[str], no_gpu
             lines += ["  " + c["text"] for c in changes]
     if no_gpu:
         perf, gpu, other = no_gpu.get("perf", 0), no_gpu.get("gpu", 0), no_gpu.get("other", 0)
-        text = f"no GPU ({no_gpu_reason}): {perf} perf tests and {gpu} GPU correctness tests skipped"
+        text = f"no GPU ({no_gpu_reason}): {gpu} GPU correctness tests and {perf} perf tests skipped"
+        if no_gpu.get("timing off"):
+            text += f" (and {no_gpu['timing off']} perf tests skipped because timing is off)"
         if other:
             text += f", and {other} other GPU tests"
         lines.append(text + f"; static checks ran: {len(static)}")

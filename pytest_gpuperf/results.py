@@ -137,6 +137,7 @@ class Measurement:
     estimate: Estimate | None = None  # batch-means estimate of log(time); None for runs too short to batch
     calibration: Calibration | None = None
     looks: int = 0
+    wall_s: float = 0.0  # wall time this measurement took, warm-up and capture included (0 inside a comparison)
 
     @property
     def contended(self) -> bool:
@@ -193,6 +194,7 @@ class Measurement:
             "estimate": self.estimate.summary() if self.estimate else None,
             "calibration": self.calibration.summary() if self.calibration else None,
             "looks": self.looks,
+            "wall_s": self.wall_s,
         }
 
 
@@ -214,6 +216,7 @@ class Comparison:
     estimate: Estimate | None = None  # batch-means estimate of the per-round log speedup
     looks: int = 0
     schedule_looks: int = 0  # the looks the sampling policy allowed
+    wall_s: float = 0.0  # wall time the comparison took, warm-up and capture included
 
     @property
     def speedup_interval(self) -> Interval:
@@ -234,4 +237,5 @@ class Comparison:
             "level_shift": self.level_shift.summary() if self.level_shift else None,
             "estimate": self.estimate.summary() if self.estimate else None,
             "looks": self.looks,
+            "wall_s": self.wall_s,
         }

@@ -2,7 +2,6 @@
 progress under ``-v``, written out at session end, and summed up in the terminal summary."""
 from __future__ import annotations
 
-import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +25,15 @@ class RunHooks:
         self.no_gpu: Counter[str] = Counter()  # tests skipped for want of a GPU, by role
         self.no_gpu_reason: str | None = None
         self.written: list[Any] = []  # outputs.Outcome of each file written at session end
+        self.timing_off = 0  # perf tests skipped because --gpu-perf is off
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.skipped and report.longrepr and isinstance(report.longrepr, tuple):
             reason = str(report.longrepr[2]).removeprefix("Skipped: ")
             if reason.startswith(SKIP_PREFIX):
                 self.s.skip_reasons[reason[len(SKIP_PREFIX) :]] += 1
+                if reason[len(SKIP_PREFIX) :].startswith("perf test, timing is off"):
+                    self.timing_off += 1
                 if reason[len(SKIP_PREFIX) :].startswith("no GPU: "):
                     roles = [v for k, v in report.user_properties if k == ROLE_KEY]
                     self.no_gpu[roles[0] if roles else "other"] += 1
@@ -46,6 +48,18 @@ class RunHooks:
             self.outcomes[report.nodeid] = report.outcome
         for record in records:
             self.s.collect(record)
+        if records and not self.s.is_worker and self.s.config.get_verbosity() > 0:
+            self._progress(records)
+
+    def _progress(self, records: list[dict[str, Any]]) -> None:
+        from pytest_gpuperf.report import progress_lines
+
+        tr = self.s.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None:
+            return
+        for record in records:
+            for line in progress_lines(record):
+                tr.write_line(line)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -105,7 +119,8 @@ class RunHooks:
         """The compile-time tier's rows, and which GPU parts a GPU-less run skipped."""
         from pytest_gpuperf.report import static_lines
 
-        lines = static_lines(self.s.records, self.no_gpu, self.no_gpu_reason)
+        no_gpu = self.no_gpu + (Counter({"timing off": self.timing_off}) if self.no_gpu and self.timing_off else Counter())
+        lines = static_lines(self.s.records, no_gpu, self.no_gpu_reason)
         if any(r["kind"] == "static" for r in self.s.records):
             tr.write_sep("=", "gpu-perf static checks")
         for line in lines:
@@ -114,7 +129,7 @@ class RunHooks:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.s.is_worker:
             return
-        from pytest_gpuperf.report import format_changes, health_lines, summary_rows, verdict_counts
+        from pytest_gpuperf.report import format_changes, health_lines, summary_rows, time_lines, verdict_counts
 
         tr = terminalreporter
         rows = summary_rows(self.s.records)
@@ -163,6 +178,8 @@ class RunHooks:
         self._static_summary(tr)
         for outcome in self.written:
             tr.write_line(outcome.line, red=bool(outcome.error))
+        for line in time_lines(self.s.records):
+            tr.write_line(line)
 
 
 def _write_listed(tr: Any, header: str, lines: list[str]) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
@@ -292,6 +293,7 @@ def measure(
     budget is spent. A throttled measurement is retried after a cool-down, then flagged.
     """
     guard = guard or HealthGuard(quiet_wait_s=0.0)
+    began = time.perf_counter()
 
     def precise(run: _Run) -> bool:
         series = [_logs(run.samples[0])]
@@ -325,6 +327,7 @@ def measure(
         if attempt < policy.throttle_retries:
             backend.pause(policy.cooldown_s)
     result.notes.extend(throttle_notes)
+    result.wall_s = time.perf_counter() - began
     return result
 
 
@@ -370,6 +373,7 @@ def compare(
     undecided claim samples to its budget, then gets one extension of ``extension_budget_s``."""
     look_conf = policy.look_confidence
     guard = guard or HealthGuard(quiet_wait_s=0.0)
+    began = time.perf_counter()
 
     def decided(run: _Run) -> bool:
         judgement = _judge_speedup(run, at_least, look_conf)
@@ -426,6 +430,7 @@ def compare(
         estimate=judgement.estimate,
         looks=run.looks,
         schedule_looks=len(policy.looks),
+        wall_s=time.perf_counter() - began,
     )
 
 

@@ -101,3 +101,84 @@ def test_loading_the_plugin_is_cheap_and_imports_nothing_heavy() -> None:
     heavy = out[2] if len(out) > 2 else ""
     assert heavy == "", f"loading the plugin imported {heavy}"
     assert plugin_s < 0.15, f"importing the plugin took {1e3 * plugin_s:.0f} ms"
+
+
+TWO_TESTS = """
+from pytest_gpuperf import Variant
+
+def test_claim(gpu_perf):
+    gpu_perf.assert_speedup(Variant("fast", lambda: None), Variant("slow", lambda: None), at_least=1.1)
+
+def test_one(gpu_perf):
+    gpu_perf.measure(Variant("k", lambda: None))
+"""
+
+
+def test_progress_under_verbose_and_the_time_report(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(times={"fast": 10e-6, "slow": 12e-6, "k": 5e-6})
+    pytester.makepyfile(test_two=TWO_TESTS)
+    result = pytester.runpytest("--gpu-perf", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "gpu-perf  test_claim: fast vs slow  1.*x ?1.*, 1.*? (>= 1.100)  pass",
+        "gpu-perf  test_one::k  5.* us ?*?  measured",
+        "gpu-perf time: * s measuring (warm-up and capture included), by module:",
+        "  * s  test_two.py",
+        "slowest 2 measurement(s):",
+    ])
+    quiet = pytester.runpytest("--gpu-perf", "-q")
+    assert "gpu-perf  test_one::k" not in quiet.stdout.str()
+
+
+MIXED = """
+from pytest_gpuperf import Variant
+
+def test_fast_path(gpu_perf):
+    gpu_perf.measure(Variant("k", lambda: None))
+
+def test_plain():
+    pass
+"""
+
+
+def test_fixture_users_are_marked_and_only_selects_them(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(times={"k": 5e-6})
+    pytester.makepyfile(MIXED)
+    result = pytester.runpytest("--gpu-perf", "-m", "gpu_perf")
+    result.assert_outcomes(passed=1, deselected=1)
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-only")
+    result.assert_outcomes(passed=1, deselected=1)
+
+
+def test_help_shows_every_default_and_what_each_option_takes(pytester: pytest.Pytester) -> None:
+    out = pytester.runpytest("--help").stdout.str()
+    text = " ".join(out.split())
+    for fragment in (
+        "[LEVEL, default 0.99;",  # confidence
+        "[number, default 1; env GPU_PERF_BUDGET",
+        "[{warn,fail}, default warn;",
+        "[{pass,skip,fail}, default pass;",
+        "[{cold,hot}, default cold;",
+        "[ordinal or auto, default auto;",
+        "[architectures, default sm_80,sm_90;",
+    ):
+        assert fragment in text, fragment
+
+
+@pytest.mark.parametrize("spelling", ["sm80,sm90", "sm_80,sm_90", "8.0,9.0"])
+def test_static_archs_accept_the_markers_spellings(pytester: pytest.Pytester, spelling: str) -> None:
+    pytester.makepyfile("def test_a():\n    pass\n")
+    pytester.runpytest(f"--gpu-perf-static-archs={spelling}").assert_outcomes(passed=1)
+
+
+def test_the_no_gpu_line_counts_perf_tests_skipped_because_timing_is_off(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None]
+) -> None:
+    fake_gpu(cc="none")
+    pytester.makepyfile(MIXED + "\n\ndef test_gpu(gpuperf_device):\n    pass\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines([
+        "no GPU (fake: this machine has no GPU): 1 GPU correctness tests and 0 perf tests skipped "
+        "(and 1 perf tests skipped because timing is off)*"
+    ])

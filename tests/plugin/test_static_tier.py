@@ -468,7 +468,7 @@ def test_cpu_only_gpu_perf_run_reports_static_checks_and_skipped_gpu_parts(
         "module*arch*kernels*max regs*spills*max SASS instrs*ptxas warnings*SASS facts*budgets*verdict",
         "toy*sm_90*2*40*0 B*3*0*1/1*0/2*measured",
         "*have kernels without a stored budget; record them with: pytest --gpu-perf-update-baselines",
-        "no GPU (fake: this machine has no GPU): 1 perf tests and 1 GPU correctness tests skipped; static checks ran: 1",
+        "no GPU (fake: this machine has no GPU): 1 GPU correctness tests and 1 perf tests skipped; static checks ran: 1",
     ])
     report = json.loads((pytester.path / "report.json").read_text())
     (static,) = [t for t in report["tests"] if t["static"]]
