@@ -24,7 +24,7 @@ from pytest_gpuperf import Variant
 # to a tensor-core GEMM reference timed in the same rounds (calibration), which removes what moves
 # both alike. It does not remove Ping-pong's own levels: on H100s on 2026-11-27 Ping-pong at 8192^3
 # ran 15% slower than its baseline in one of two runs on each of two machines, a whole run at one
-# level, with Cooperative and the reference unchanged (evidence/2026-11-27-h100-gemm-levels.json.gz).
+# level, with Cooperative and the reference unchanged (evidence/2026-11-27-h100-4dfb-aa2.json.gz, -c18e-aa).
 # So checks against stored baselines carry a 16% band here and catch only gross slowdowns; the
 # precise check is --gpu-perf-against (a pull request's merge base, timed in the same rounds), where
 # no band applies. Entries recorded without calibration are compared raw, with the same band.
