@@ -41,15 +41,18 @@ def buffers_for() -> Iterator[Callable[[PerfCase], DeviceBuffers]]:
     cache.clear()
 
 
-# A 1.7 us launch moves with the chip more than the default allows: against session-5 baselines
-# the tiny baseline ran 2.7% and 4.7% slower on two other H200s (sessions 8 and 9) with no code
-# change, while the DRAM-sized cases stayed within 2.7%. Their regression checks fail above +6%.
+# A 1.7 us launch moves with the chip more than the default allows: with no code change the tiny
+# cases ran 2.7%, 4.7% and (on an H200, 2026-11-27) 7-8% slower than their baselines on other H200s,
+# while the DRAM-sized cases stayed within 2.7%. A launch this short is bound by latency, which the
+# copy reference does not track, so their regression checks fail only beyond a 10% band; the
+# interleaved speedup gates and --gpu-perf-against are their precise checks.
 TINY_TOLERANCE = 0.12
+TINY_BAND = 0.10
 
 
 def params(cases: Sequence[PerfCase]) -> list[Any]:
     """The cases as pytest params, tiny ones with the wider regression tolerance."""
-    tiny = [pytest.mark.gpu_perf(tolerance=TINY_TOLERANCE)]
+    tiny = [pytest.mark.gpu_perf(tolerance=TINY_TOLERANCE, machine_noise=TINY_BAND, calibrated_noise=TINY_BAND)]
     return [pytest.param(case, id=case.id, marks=tiny if case.size == "tiny" else []) for case in cases]
 
 
