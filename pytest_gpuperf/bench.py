@@ -4,7 +4,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from pytest_gpuperf.device import DeviceInfo, probe
+from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf.timing.nvml import probe
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.results import CacheMode, Comparison, Measurement, Variant
 from pytest_gpuperf.timing.sampler import SamplingPolicy, compare, measure

@@ -74,7 +74,8 @@ class NoDevice:
 
 
 def probe(ordinal: int) -> DeviceInfo | NoDevice:
-    """Describe CUDA device ``ordinal`` through CuPy, or the driver without it (and NVML where available)."""
+    """Describe CUDA device ``ordinal`` through CuPy, or the driver without it
+    (``timing.nvml.enrich`` adds what NVML knows)."""
     try:
         import cupy
     except ImportError:
@@ -110,9 +111,7 @@ def probe(ordinal: int) -> DeviceInfo | NoDevice:
         cuda_driver_version=_cuda_version(driver),
         cupy_version=cupy.__version__,
     )
-    from pytest_gpuperf.timing import nvml
-
-    return nvml.enrich(info)
+    return info
 
 
 def _cuda_version(v: int) -> str:
@@ -175,6 +174,4 @@ def probe_driver(ordinal: int) -> DeviceInfo | NoDevice:
         pci_bus_id=pci.value.decode(errors="replace"),
         cuda_driver_version=_cuda_version(version.value),
     )
-    from pytest_gpuperf.timing import nvml
-
-    return nvml.enrich(info)
+    return info

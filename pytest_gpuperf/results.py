@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from pytest_gpuperf.gates import Verdict
 from pytest_gpuperf.stats import Estimate, Interval, LevelShift
+from pytest_gpuperf.timing.nvml import THROTTLE_REASONS, ClockState
+
+__all__ = ["CacheMode", "Variant", "Calibration", "Measurement", "Comparison", "ClockState", "THROTTLE_REASONS"]
 
 if TYPE_CHECKING:
     from pytest_gpuperf.timing.health import Health
@@ -72,26 +75,6 @@ class Variant:
 
     def renamed(self, name: str) -> "Variant":
         return dataclasses.replace(self, name=name)
-
-
-@dataclass(frozen=True)
-class ClockState:
-    """Clock and throttle state of the GPU at one instant (from NVML)."""
-
-    sm_clock_mhz: int = 0
-    mem_clock_mhz: int = 0
-    reasons: tuple[str, ...] = ()
-    temperature_c: int = 0
-
-    @property
-    def throttled(self) -> bool:
-        """True when a reason that slows the GPU below its application clocks is active."""
-        return bool(set(self.reasons) & THROTTLE_REASONS)
-
-
-# Clock-event reasons that make a timing untrustworthy. The software power cap is normal
-# under sustained load and is recorded but not treated as throttling.
-THROTTLE_REASONS = frozenset({"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake"})
 
 
 @dataclass(frozen=True)

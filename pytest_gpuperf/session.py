@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
-from pytest_gpuperf.device import DeviceInfo, NoDevice, probe
+from pytest_gpuperf.device import DeviceInfo, NoDevice
 from pytest_gpuperf.options import Settings
 
 if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
@@ -102,9 +102,11 @@ class GpuPerfSession:
     def device(self) -> DeviceInfo | NoDevice:
         """The GPU under test, probed once; a NoDevice (falsy) carries the reason there is none."""
         if self._device is None:
+            from pytest_gpuperf.timing.nvml import probe as nvml_probe
+
             ordinal = self.ordinal
             found = self.config.hook.pytest_gpuperf_device(config=self.config, ordinal=ordinal)
-            self._device = found if found is not None else probe(ordinal)
+            self._device = found if found is not None else nvml_probe(ordinal)
             if isinstance(self._device, DeviceInfo):
                 _use_cuda_device(self._device)
         return self._device

@@ -15,8 +15,28 @@ import os
 import time
 from typing import Any
 
-from pytest_gpuperf.device import DeviceInfo
-from pytest_gpuperf.results import ClockState
+from pytest_gpuperf.device import DeviceInfo, NoDevice
+from pytest_gpuperf.device import probe as device_probe
+
+@dataclasses.dataclass(frozen=True)
+class ClockState:
+    """Clock and throttle state of the GPU at one instant (from NVML)."""
+
+    sm_clock_mhz: int = 0
+    mem_clock_mhz: int = 0
+    reasons: tuple[str, ...] = ()
+    temperature_c: int = 0
+
+    @property
+    def throttled(self) -> bool:
+        """True when a reason that slows the GPU below its application clocks is active."""
+        return bool(set(self.reasons) & THROTTLE_REASONS)
+
+
+# Clock-event reasons that make a timing untrustworthy. The software power cap is normal
+# under sustained load and is recorded but not treated as throttling.
+THROTTLE_REASONS = frozenset({"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake"})
+
 
 # NVML clock-event reason bits (nvml.h: nvmlClocksEventReason*).
 _REASON_BITS = {
@@ -80,6 +100,12 @@ def _handle(pci_bus_id: str) -> tuple[Any | None, str | None]:
         return pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode() if pci_bus_id else b""), None
     except Exception as exc:
         return None, f"NVML did not answer for GPU {pci_bus_id or '?'} ({type(exc).__name__}: {exc})"
+
+
+def probe(ordinal: int) -> "DeviceInfo | NoDevice":
+    """The device as CUDA describes it (``device.probe``), with what NVML adds."""
+    found = device_probe(ordinal)
+    return enrich(found) if isinstance(found, DeviceInfo) else found
 
 
 def enrich(info: DeviceInfo) -> DeviceInfo:
