@@ -460,8 +460,8 @@ def _draw_times(ax: Any, rows: list[dict[str, Any]], confidence: str) -> list[An
         fontsize=8,
     )
     present = sorted({r["verdict"] for r in rows})[:8]
-    handles = [Line2D([], [], marker="o", ms=5, linestyle="none", color=VERDICT_COLOURS.get(v, OTHER_COLOUR),
-                      label=_plain(f"baseline check: {v}", 40)) for v in present]
+    handles: list[Any] = [Line2D([], [], marker="o", ms=5, linestyle="none", color=VERDICT_COLOURS.get(v, OTHER_COLOUR),
+                                 label=_plain(f"baseline check: {v}", 40)) for v in present]
     if drawn:
         handles += [Line2D([], [], marker="|", ms=9, mew=1.8, linestyle="none", color=BASELINE_COLOUR, label="stored baseline"),
                     Patch(color=BAND_COLOUR, label="\u00b1 the gate's threshold")]
@@ -634,8 +634,8 @@ def _draw_sweep_values(ax: Any, sweep: Mapping[str, Any], series: Mapping[str, l
                 ax.plot(*zip(*margins), linestyle="--", lw=1.1, color=colour, zorder=2, gid="margin")
                 values += [m for _, m in margins]
             continue
-        bands = [(p["x"], _band(p.get("gate"))) for p in points]
-        bands = [(x, b) for x, b in bands if b is not None and TIME_RANGE[0] <= b[1] and b[2] <= TIME_RANGE[1]]
+        bands = [(p["x"], b) for p in points for b in [_band(p.get("gate"))]
+                 if b is not None and TIME_RANGE[0] <= b[1] and b[2] <= TIME_RANGE[1]]
         if bands:
             bx = [x for x, _ in bands]
             ax.plot(bx, [b[0] for _, b in bands], linestyle="--", lw=0.9, color=colour, alpha=0.9, zorder=2, gid="baseline")
@@ -834,10 +834,10 @@ def plot_family(family: str, tests: Sequence[Mapping[str, Any]], path: Path, *, 
                 _draw_sweep_deltas(axes[1], content["deltas"], colours)
             _legend_below(sub, labels, colours)
         elif kind == "sweep-fractions":
-            keys = {label.rsplit(" \u00b7 ", 1)[-1] for label in content["fractions"]}
-            if len(keys) == 1 and all(" \u00b7 " in label for label in content["fractions"]):  # the title names the key
+            fraction_keys = sorted({label.rsplit(" \u00b7 ", 1)[-1] for label in content["fractions"]})
+            if len(fraction_keys) == 1 and all(" \u00b7 " in label for label in content["fractions"]):  # the title names the key
                 content = {**content, "fractions": {label.rsplit(" \u00b7 ", 1)[0]: points for label, points in content["fractions"].items()},
-                           "fraction_key": next(iter(keys))}
+                           "fraction_key": fraction_keys[0]}
             labels = list(content["fractions"])
             colours = dict(zip(labels, _colours(len(labels))))
             _draw_sweep_fractions(sub.subplots(), content["sweep"], content["fractions"], colours, content.get("fraction_key"))

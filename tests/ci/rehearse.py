@@ -241,7 +241,7 @@ def _scalar(value: Any) -> str:
 
 def load_workflow(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load(path.read_text())
-    data["on"] = data.pop(True, data.get("on"))
+    data["on"] = data.pop(True, data.get("on"))  # type: ignore[call-overload]  # YAML 1.1 reads the key `on` as true
     return data
 
 
