@@ -103,5 +103,18 @@ def check_file(root: Path, path: Path, result: CheckResult) -> str | None:
         else:
             return f"{path}: schema {shown(schema)} is no kind this version of pytest-gpuperf writes"
     except GpuPerfError as exc:
-        return str(exc)
+        return str(exc) + _migrate_hint(path, data)
     return None
+
+
+def _migrate_hint(path: Path, data: object) -> str:
+    """'; run gpuperf migrate PATH' for a file of an older version that ``gpuperf migrate`` brings up to date."""
+    from pytest_gpuperf.migrate import CURRENT, MigrationError, parse_schema, readable
+
+    try:
+        found = parse_schema(data)
+    except MigrationError:
+        return ""
+    if found is None or found[1] >= CURRENT[found[0]] or found[1] not in readable(found[0]):
+        return ""
+    return f"; it is version {found[1]}, which gpuperf migrate {path} rewrites as version {CURRENT[found[0]]}"

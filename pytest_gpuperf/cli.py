@@ -5,7 +5,9 @@
     gpuperf diff OLD NEW                  two baseline folders, two device folders or two files
     gpuperf diff --git REV [DIR]          the working tree's baselines against those at REV
     gpuperf prune [DIR] [--dry-run] [--keep-tests-from PATH]... [--node-ids FILE]
-    gpuperf report FILE [--markdown | --text]
+    gpuperf report FILE [--markdown | --text] [--failures-first] [--max-chars N]
+    gpuperf export --format github-action-benchmark FILE [-o OUT]
+    gpuperf migrate PATH... [--dry-run]   rewrite files of an older schema version as the current one
     gpuperf --version
 
 Exit status: 0 done, 1 a file or folder is missing, corrupt or misplaced (the message names
@@ -235,8 +237,45 @@ def _cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    sys.stdout.write(format_report(load_report(Path(args.file)), markdown=not args.text))
+    from pytest_gpuperf.report_render import cut
+
+    text = format_report(load_report(Path(args.file)), markdown=not args.text, failures_first=args.failures_first)
+    sys.stdout.write(cut(text, args.max_chars, "the workflow run's artifacts") if args.max_chars else text)
     return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from pytest_gpuperf.export import export
+    from pytest_gpuperf.files import atomic_write_text
+
+    text = export(load_report(Path(args.file)), args.format)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(Path(args.output), text)
+    return 0
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from pytest_gpuperf.migrate import files_under, migrate_file
+
+    outcomes = [migrate_file(path, dry_run=args.dry_run) for path in files_under([Path(p) for p in args.paths])]
+    for outcome in outcomes:
+        print(outcome.line(args.dry_run))
+    errors = sum(1 for o in outcomes if o.error)
+    moved = sum(1 for o in outcomes if o.migrated)
+    current = sum(1 for o in outcomes if o.kind and not o.migrated and not o.error)
+    verb = "would be migrated" if args.dry_run else "migrated"
+    print(f"{moved} file(s) {verb}, {current} already current, {errors} error(s)"
+          + (" (dry run: nothing changed)" if args.dry_run else ""))
+    return 1 if errors or not outcomes else 0
+
+
+def _positive_chars(text: str) -> int:
+    value = int(text)
+    if value < 200:
+        raise argparse.ArgumentTypeError(f"must be at least 200 characters, got {value}")
+    return value
 
 
 class _Usage(Exception):
@@ -317,7 +356,38 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="GitHub-flavoured markdown (the default)")
     fmt.add_argument("--text", action="store_true", help="aligned plain text, like the terminal summary")
+    p.add_argument("--failures-first", action="store_true",
+                   help="list failed gates first, then undecided ones, then the rest (for a pull request comment)")
+    p.add_argument("--max-chars", type=_positive_chars, metavar="N",
+                   help="cut the output after a whole line within N characters, saying how much was left out")
     p.set_defaults(run=_cmd_report)
+
+    from pytest_gpuperf.export import FORMATS
+
+    p = sub.add_parser(
+        "export",
+        help="convert a saved report for another tool (github-action-benchmark's customSmallerIsBetter JSON)",
+        description="Write a saved --gpu-perf-json report in another tool's format. github-action-benchmark: one "
+        "customSmallerIsBetter entry per measured variant (median in microseconds, the interval as range, GPU and "
+        "verdict in extra); docs/ci-results.md shows the trend workflow that reads it.",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("-o", "--output", metavar="OUT", help="file to write (default: standard output)")
+    p.set_defaults(run=_cmd_export)
+
+    p = sub.add_parser(
+        "migrate",
+        help="rewrite report, baseline and budget files of an older schema version as the current one, in place",
+        description="Rewrite each named file, and every .json/.json.gz file under each named folder, that holds an "
+        "older schema version of a pytest-gpuperf report, baseline or budget file as the current version, in place "
+        "and atomically (the new file is read back before it replaces the old). Current files are left untouched; "
+        "a newer version than this pytest-gpuperf writes, or an unreadable file, is an error (exit 1). "
+        "Files of other tools are skipped. docs/schemas.md lists the versions read.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--dry-run", action="store_true", help="say what would be migrated and change nothing")
+    p.set_defaults(run=_cmd_migrate)
     return parser
 
 

@@ -2,18 +2,32 @@
 
 ``write_plots(report, out_dir)`` takes the dict ``report.build_json`` makes (or a committed
 ``--gpu-perf-json`` file, loaded) and draws, per family (tests grouped by the folder under
-``tests/``: ``tests/qkv/test_perf.py`` -> ``qkv``), up to three panels:
+``tests/``: ``tests/qkv/test_perf.py`` -> ``qkv``):
 
-1. every measured variant's median with its confidence interval (log axis when the times
-   span more than 20x), labelled with the median;
-2. every comparison's speedup t(baseline) / t(fast) with its bootstrap interval, the
-   required margin as a red bar, and the colour of its verdict (log axis when wide);
-3. every recorded figure whose key contains ``fraction`` (share of copy bandwidth or of a
+1. sweeps: tests of one function whose ids differ in one number (``test_x[fused-200]``,
+   ``test_x[fused-1000]``, ...) as lines over that number, one line per series (the rest of the
+   id, and the variant). The left panel has the median times (or, for tests that claim a speedup,
+   the speedups with their required margins as dashed lines), each with the stored baseline as a
+   dashed line and the gate's band around it; the right panel has the change against the stored
+   baseline with its interval, the band of +/- the gate's threshold shaded;
+2. every other measured variant as a row: its median with its confidence interval, the stored
+   baseline as a grey tick inside the gate's band, and beside it the change against the stored
+   baseline (the quantity the gate judges), on an axis zoomed so that a 5% change is plain;
+3. every other comparison's speedup t(baseline) / t(fast) with its interval, the required margin
+   as a red bar, and the colour of its verdict (log axis when wide);
+4. every recorded figure whose key contains ``fraction`` (share of copy bandwidth or of a
    roofline) as a bar against 1.0.
+
+The gate fails a variant when the whole interval of its change lies above +threshold, with
+threshold = max(tolerance / 2, band) as recorded in the report (``regression.threshold``;
+reports older than that field get tolerance / 2). A calibrated check compares time relative to a
+reference kernel, so the band drawn around a time is a guide and the change panel is exact.
 
 ``index.html`` has a verdict table per family and links the images by relative path, so the
 folder is self-contained (copy or upload it whole). matplotlib is imported only here and
-drawn through its Agg canvas, without pyplot, so the user's backend is left alone.
+drawn through its Agg canvas, without pyplot, so the user's backend is left alone. Artists that
+show the gate carry a ``gid`` (``baseline``, ``baseline-band``, ``threshold-band``, ``delta``)
+so tests, and readers of an SVG, can find them.
 """
 from __future__ import annotations
 
@@ -39,7 +53,14 @@ VERDICT_COLOURS = {
     "inconclusive": "#ef6c00",
     "measured": "#1f5fa8",
     "recorded": "#1f5fa8",
+    "improved": "#00838f",
+    "contended": "#888888",
 }
+BASELINE_COLOUR = "#444444"
+BAND_COLOUR = "#d6d6d6"
+SWEEP_IN = 3.4  # height of a sweep's row of panels
+MIN_SWEEP_POINTS = 3  # distinct values of the number a sweep runs over
+DELTA_RANGE = (-0.99, 100.0)  # change against the baseline, as a fraction
 OTHER_COLOUR = "#555555"
 # Values drawn on each panel; a row outside (a hostile or broken report: 1e308 s, a negative
 # speedup) is left out of the chart with a note, and still listed in index.html's table.
@@ -152,8 +173,29 @@ def _named_in(test: str, *variants: str) -> bool:
     return all(_base_name(v) in test for v in variants)
 
 
+def gate_of(record: Mapping[str, Any]) -> dict[str, float] | None:
+    """The stored baseline's median, the gate's threshold and the change now / stored with its
+    interval (as fractions: 0.05 is 5% slower) of one measurement record; None without a check."""
+    reg = record.get("regression")
+    if not isinstance(reg, dict):
+        return None
+    change = [_number(reg.get(k)) - 1.0 for k in ("slowdown", "ci_low", "ci_high")]
+    threshold = _number(reg.get("threshold"))
+    if not math.isfinite(threshold):  # reports before the threshold was recorded: the tolerance rule
+        threshold = max(_number(reg.get("tolerance")) / 2.0, _number(reg.get("band")) if reg.get("band") is not None else 0.0)
+    stored = record.get("baseline")
+    return {
+        "delta": change[0],
+        "delta_low": change[1],
+        "delta_high": change[2],
+        "threshold": threshold,
+        "baseline": _number(stored.get("median_s")) if isinstance(stored, dict) else math.nan,
+    }
+
+
 def measurement_rows(tests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per measured variant; the variant is named unless the test id already says it."""
+    """One row per measured variant; the variant is named unless the test id already says it.
+    Rows of a checked measurement carry its ``gate_of`` numbers."""
     rows = []
     for t in tests:
         test = short_test(t["nodeid"])
@@ -170,6 +212,7 @@ def measurement_rows(tests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
                     "high": _number(s["ci_high_s"]),
                     "verdict": verdict,
                     "throttled": bool(s.get("throttled")),
+                    "gate": gate_of(m),
                 }
             )
     return rows
@@ -210,6 +253,97 @@ def fraction_rows(tests: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, An
         rows.append({"label": _label(test, head), "value": value})
     title = (keys[0] if len(keys) == 1 else f"<x>_{suffix} (x after the \u00b7)" if suffix else None) if keys else None
     return rows, title
+
+
+# -- sweeps: one test function over a number in its id ---------------------------------------
+_NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?([eE][0-9]+)?$")
+
+
+def _id_parts(nodeid: str) -> tuple[str, list[str]] | None:
+    """``path::test_x[fused-200]`` -> (``test_x``, [``fused``, ``200``]); None without parameters."""
+    name = nodeid.split("::")[-1]
+    func, bracket, rest = name.partition("[")
+    if not bracket or not rest.endswith("]"):
+        return None
+    return func, rest[:-1].split("-")
+
+
+def split_sweeps(tests: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
+    """The family's sweeps, and the tests that are in none.
+
+    A sweep is a test function whose ids split on '-' into the same number of parts, one part a
+    number taking at least ``MIN_SWEEP_POINTS`` values (the most, if several are): its x axis.
+    The other parts name the series. Each sweep is ``{"name", "axis", "position", "tests": [(x,
+    series, test), ...]}``.
+    """
+    groups: dict[tuple[str, int], list[tuple[list[str], Mapping[str, Any]]]] = {}
+    for t in tests:
+        parts = _id_parts(str(t["nodeid"]))
+        if parts is not None:
+            groups.setdefault((parts[0], len(parts[1])), []).append((parts[1], t))
+    sweeps: list[dict[str, Any]] = []
+    swept: set[int] = set()
+    for (func, width), members in groups.items():
+        if len(members) < MIN_SWEEP_POINTS:
+            continue
+        best: tuple[int, int] | None = None
+        for k in range(width):
+            values = [params[k] for params, _ in members]
+            if all(_NUMBER.match(v) for v in values):
+                distinct = len(set(float(v) for v in values))
+                if distinct >= MIN_SWEEP_POINTS and (best is None or distinct >= best[1]):
+                    best = (k, distinct)
+        if best is None:
+            continue
+        k = best[0]
+        pattern = "-".join("x" if i == k else "\u00b7" for i in range(width))
+        sweeps.append({
+            "name": func.removeprefix("test_"),
+            "axis": f"x in {func.removeprefix('test_')}[{pattern}]",
+            "tests": [(float(params[k]), "-".join(params[:k] + params[k + 1:]), t) for params, t in members],
+        })
+        swept.update(id(t) for _, t in members)
+    return sweeps, [t for t in tests if id(t) not in swept]
+
+
+def _series_points(sweep: Mapping[str, Any], what: str) -> dict[str, list[dict[str, Any]]]:
+    """Points of a sweep per series: ``what`` is "times" (each measured variant), "speedups"
+    (each comparison), "deltas" (each measured variant checked against a stored baseline) or
+    "fractions" (each recorded figure whose key contains ``fraction``)."""
+    series: dict[str, list[dict[str, Any]]] = {}
+    for x, name, t in sweep["tests"]:
+        if what == "speedups":
+            for c in t.get("comparisons", []):
+                pair = f"{_base_name(str(c['fast']))} vs {_base_name(str(c['baseline']))}"
+                label = (name or pair) if len(t.get("comparisons", [])) == 1 else (f"{name} \u00b7 {pair}" if name else pair)
+                margin = None if c.get("at_least") is None else _number(c["at_least"])
+                series.setdefault(label, []).append({"x": x, "value": _number(c["speedup"]), "low": _number(c["ci_low"]),
+                                                     "high": _number(c["ci_high"]), "margin": margin,
+                                                     "verdict": str(c.get("verdict", "measured"))})
+            continue
+        if what == "fractions":
+            for f in t.get("figures", []):
+                if "fraction" in str(f["key"]) and f.get("value") is not None:
+                    label = f"{name} \u00b7 {f['key']}" if name else str(f["key"])
+                    series.setdefault(label, []).append({"x": x, "value": _number(f["value"]), "verdict": "measured"})
+            continue
+        seen: dict[str, int] = {}
+        measurements = t.get("measurements", [])
+        for m in measurements:
+            s = m["measurement"]
+            variant = _base_name(str(s["name"]))
+            seen[variant] = seen.get(variant, 0) + 1
+            named = len(measurements) == 1 and (not name or variant in name)
+            label = (name or variant) if named else (f"{name} \u00b7 {variant}" if name else variant)
+            label += f" #{seen[variant]}" if seen[variant] > 1 else ""
+            gate = gate_of(m)
+            if what == "deltas" and gate is None:
+                continue
+            series.setdefault(label, []).append({
+                "x": x, "value": _number(s["median_s"]), "low": _number(s["ci_low_s"]), "high": _number(s["ci_high_s"]),
+                "verdict": str((m.get("regression") or {}).get("verdict") or m.get("verdict") or "measured"), "gate": gate,
+            })
+    return {label: sorted(points, key=lambda p: p["x"]) for label, points in series.items()}
 
 
 # -- drawing ------------------------------------------------------------------------------
@@ -280,13 +414,32 @@ def _clipped_note(r: Mapping[str, Any], lo: float, hi: float, fmt: Any) -> str:
     return f" (interval {' '.join(ends)})" if ends else ""
 
 
-def _draw_times(ax: Any, rows: list[dict[str, Any]], confidence: str) -> None:
+def _band(gate: Mapping[str, float] | None) -> tuple[float, float, float] | None:
+    """(baseline, low end, high end) of the gate's band around a stored median, when drawable."""
+    if not gate:
+        return None
+    b, t = gate["baseline"], gate["threshold"]
+    if not (math.isfinite(b) and math.isfinite(t) and b > 0 and 0 <= t < 1):
+        return None
+    return b, b * (1 - t), b * (1 + t)
+
+
+def _draw_times(ax: Any, rows: list[dict[str, Any]], confidence: str) -> list[Any]:
+    """The rows panel of medians; returns its legend's handles (drawn above the panel here, or by
+    the caller above a row of two panels)."""
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     from matplotlib.ticker import EngFormatter
 
-    log = _span([r["value"] for r in rows]) > LOG_SPAN_TIMES
-    lo, hi = _axis_range(rows, (), log)
+    bands = [(y, _band(r.get("gate"))) for y, r in enumerate(rows)]
+    drawn = [(y, b) for y, b in bands if b is not None and TIME_RANGE[0] <= b[1] and b[2] <= TIME_RANGE[1]]
+    ends = [end for _, b in drawn for end in (b[1], b[2])]
+    log = _span([r["value"] for r in rows] + ends) > LOG_SPAN_TIMES
+    lo, hi = _axis_range(rows, ends, log)
     t = lambda v: fmt_time(v).replace("us", "\u00b5s")  # noqa: E731
+    for y, (base, low, high) in drawn:
+        ax.barh(y, high - low, left=low, height=0.7, color=BAND_COLOUR, zorder=1, linewidth=0, gid="baseline-band")
+        ax.plot([base], [y], marker="|", ms=12, mew=1.8, color=BASELINE_COLOUR, zorder=2, gid="baseline")
     _draw_intervals(
         ax, rows, log=log, lo=lo, hi=hi, marker="o",
         text=lambda r: t(r["value"]) + _clipped_note(r, lo, hi, t) + (" THROTTLED" if r["throttled"] else ""),
@@ -294,19 +447,78 @@ def _draw_times(ax: Any, rows: list[dict[str, Any]], confidence: str) -> None:
     if log:
         ax.set_xscale("log")
         ax.set_xlim(lo / 1.4, hi * 5.0)
-    else:
-        ax.set_xlim(0, hi * 1.45)
+    else:  # zoomed on the values, not from 0: a 5% difference stays visible
+        left = max(0.0, lo - 0.08 * ((hi - lo) or hi))
+        ax.set_xlim(left, hi + 0.55 * (hi - left))
     ax.xaxis.set_major_formatter(EngFormatter(unit="s", places=None))
     _style_rows(ax, [r["label"] for r in rows])
     ax.set_title("Median GPU time per launch", fontsize=10, loc="left", fontweight="bold")
     ax.set_xlabel(
-        f"time per launch ({'log' if log else 'linear'} scale); bars: {confidence} interval of the median, often hidden by "
-        "the dot;\nan arrow marks an interval cut at the edge of the axis (its end is written beside the value)",
+        f"time per launch ({'log' if log else 'linear, zoomed'} scale); bars: {confidence} interval of the median;\n"
+        + ("grey tick in a box: stored baseline \u00b1 the gate's threshold; " if drawn else "")
+        + "an arrow: an interval cut at the axis",
         fontsize=8,
     )
     present = sorted({r["verdict"] for r in rows})[:8]
-    _legend_above(ax, [Line2D([], [], marker="o", ms=5, linestyle="none", color=VERDICT_COLOURS.get(v, OTHER_COLOUR),
-                              label=_plain(f"baseline check: {v}", 40)) for v in present])
+    handles: list[Any] = [Line2D([], [], marker="o", ms=5, linestyle="none", color=VERDICT_COLOURS.get(v, OTHER_COLOUR),
+                                 label=_plain(f"baseline check: {v}", 40)) for v in present]
+    if drawn:
+        handles += [Line2D([], [], marker="|", ms=9, mew=1.8, linestyle="none", color=BASELINE_COLOUR, label="stored baseline"),
+                    Patch(color=BAND_COLOUR, label="\u00b1 the gate's threshold")]
+    return handles
+
+
+def _delta_limit(pairs: Sequence[tuple[float, float, float, float]]) -> float:
+    """Half-width of a change axis holding (value, low, high, threshold) tuples: the data and 1.6x
+    the thresholds, within max(4x the largest threshold, 30%) (past it an interval is clipped)."""
+    thresholds = [t for *_, t in pairs if math.isfinite(t)] or [0.025]
+    extent = max([abs(v) for p in pairs for v in p[:3] if math.isfinite(v)] + [0.0])
+    cap = max(4 * max(thresholds), 0.3)
+    return min(max(1.6 * max(thresholds), 1.12 * extent, 0.02), cap)
+
+
+def _draw_deltas(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """Beside the times: each row's change now / stored - 1 with its interval, the band +/- the
+    threshold of its gate; the axis shares the rows (and their labels) of the times panel."""
+    from matplotlib.ticker import PercentFormatter
+
+    gated = [(y, r["gate"], r["verdict"]) for y, r in enumerate(rows) if r.get("gate")]
+    pairs = [(g["delta"], g["delta_low"], g["delta_high"], g["threshold"]) for _, g, _ in gated
+             if _plottable({"low": g["delta_low"], "value": g["delta"], "high": g["delta_high"]}, DELTA_RANGE)]
+    limit = _delta_limit(pairs)
+    for y, g, verdict in gated:
+        if math.isfinite(g["threshold"]):
+            ax.barh(y, 2 * g["threshold"], left=-g["threshold"], height=0.7, color=BAND_COLOUR, linewidth=0, zorder=1,
+                    gid="threshold-band")
+        row = {"low": g["delta_low"], "value": g["delta"], "high": g["delta_high"]}
+        if not _plottable(row, DELTA_RANGE):
+            ax.annotate("not drawn", (0, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7, color="#777777")
+            continue
+        colour = VERDICT_COLOURS.get(verdict, OTHER_COLOUR)
+        value = min(max(g["delta"], -limit), limit)
+        left, right = max(g["delta_low"], -limit), min(g["delta_high"], limit)
+        ax.errorbar(value, y, xerr=[[max(value - left, 0)], [max(right - value, 0)]], fmt="s", ms=4, color=colour, ecolor=colour,
+                    elinewidth=1.3, capsize=2.5, zorder=3, gid="delta")
+        if g["delta_high"] > limit:
+            ax.plot([limit], [y], marker=">", ms=6, color=colour, zorder=3)
+        if g["delta_low"] < -limit:
+            ax.plot([-limit], [y], marker="<", ms=6, color=colour, zorder=3)
+        ax.annotate(f"{100 * g['delta']:+.1f}%", (right, y), xytext=(5, 0), textcoords="offset points", va="center",
+                    fontsize=7, color="#333333", zorder=4)
+    for y, r in enumerate(rows):
+        if not r.get("gate"):
+            ax.annotate("no check", (0, y), xytext=(0, 0), textcoords="offset points", ha="center", va="center", fontsize=7,
+                        color="#999999")
+    ax.axvline(0.0, color="#888888", linestyle="--", linewidth=0.9, zorder=1)
+    ax.set_xlim(-limit, limit * 1.35)
+    ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0 if limit >= 0.1 else 1))
+    ax.tick_params(axis="y", left=False, labelleft=False)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_title("Change vs baseline", fontsize=10, loc="left", fontweight="bold")
+    ax.set_xlabel("now / stored \u2212 1, with its interval;\ngrey: \u00b1 the gate's threshold;\n"
+                  "fails when all of the interval is right of it", fontsize=8)
 
 
 def _draw_speedups(ax: Any, rows: list[dict[str, Any]]) -> None:
@@ -365,18 +577,217 @@ def _draw_fractions(ax: Any, rows: list[dict[str, Any]], key: str | None) -> Non
     ax.set_xlabel("share of the measured copy bandwidth or of the roofline the test recorded; dashed line: 100%", fontsize=8)
 
 
+def _colours(n: int) -> list[Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def _x_scale(ax: Any, xs: Sequence[float]) -> bool:
+    """A log x axis when the swept number spans more than 20x (token counts, sizes); returns it."""
+    log = bool(xs) and min(xs) > 0 and max(xs) / min(xs) > 20
+    if log:
+        ax.set_xscale("log")
+    values = sorted(set(xs))
+    if len(values) <= 12:
+        from matplotlib.ticker import FixedLocator, NullLocator
+
+        ax.xaxis.set_major_locator(FixedLocator(values))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([f"{v:g}" for v in values])
+    return log
+
+
+def _kept(series: Mapping[str, list[dict[str, Any]]], span: tuple[float, float], dropped: list[int]) -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for label, points in series.items():
+        good = [p for p in points if _plottable(p, span) and math.isfinite(p["x"])]
+        dropped[0] += len(points) - len(good)
+        if good:
+            out[_plain(label, 60)] = good
+    return out
+
+
+def _draw_sweep_values(ax: Any, sweep: Mapping[str, Any], series: Mapping[str, list[dict[str, Any]]], speedups: bool,
+                       colours: Mapping[str, Any], confidence: str) -> None:
+    """Medians (or speedups) over the swept number, a line per series; for times the stored
+    baseline dashed with the gate's band, for speedups the required margin dashed."""
+    from matplotlib.ticker import EngFormatter, FuncFormatter
+
+    values: list[float] = []
+    for label, points in series.items():
+        colour = colours[label]
+        xs = [p["x"] for p in points]
+        ys = [p["value"] for p in points]
+        values += [p["low"] for p in points] + [p["high"] for p in points]
+        ax.plot(xs, ys, "-o", ms=3.5, lw=1.3, color=colour, zorder=3, label=label, gid="series")
+        ax.errorbar(xs, ys, yerr=[[p["value"] - p["low"] for p in points], [p["high"] - p["value"] for p in points]],
+                    fmt="none", ecolor=colour, elinewidth=1, capsize=2, zorder=3)
+        for p in points:
+            if p["verdict"] in ("fail", "inconclusive"):
+                ax.plot([p["x"]], [p["value"]], marker="o", ms=9, mfc="none", mew=1.6,
+                        color=VERDICT_COLOURS[p["verdict"]], zorder=4)
+        if speedups:
+            margins = [(p["x"], p["margin"]) for p in points if p.get("margin") is not None and _plottable(p, SPEEDUP_RANGE, ("margin",))]
+            if margins:
+                ax.plot(*zip(*margins), linestyle="--", lw=1.1, color=colour, zorder=2, gid="margin")
+                values += [m for _, m in margins]
+            continue
+        bands = [(p["x"], b) for p in points for b in [_band(p.get("gate"))]
+                 if b is not None and TIME_RANGE[0] <= b[1] and b[2] <= TIME_RANGE[1]]
+        if bands:
+            bx = [x for x, _ in bands]
+            ax.plot(bx, [b[0] for _, b in bands], linestyle="--", lw=0.9, color=colour, alpha=0.9, zorder=2, gid="baseline")
+            ax.fill_between(bx, [b[1] for _, b in bands], [b[2] for _, b in bands], color=colour, alpha=0.14, linewidth=0,
+                            zorder=1, gid="baseline-band")
+            values += [b[1] for _, b in bands] + [b[2] for _, b in bands]
+    xs_all = [p["x"] for points in series.values() for p in points]
+    log_x = _x_scale(ax, xs_all)
+    span = _span(values) if values else 1.0
+    if span > (LOG_SPAN_SPEEDUP if speedups else LOG_SPAN_TIMES):
+        ax.set_yscale("log")
+    else:  # zoomed on the data: a 5% change is a visible step, not a pixel above an axis from 0
+        lo, hi = min(values), max(values)
+        pad = 0.08 * ((hi - lo) or hi or 1.0)
+        ax.set_ylim(lo - pad, hi + pad)
+    if speedups:
+        ax.axhline(1.0, color="#888888", linestyle="--", linewidth=0.9, zorder=1)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}x"))
+        ax.set_title(_plain(f"{sweep['name']}: speedup", 70), fontsize=10, loc="left", fontweight="bold")
+        what = "t(baseline) / t(fast) with its interval; dashed: the required margin;\na ring: the claim failed or is undecided"
+    else:
+        ax.yaxis.set_major_formatter(EngFormatter(unit="s", places=None))
+        ax.set_title(_plain(f"{sweep['name']}: median time per launch", 70), fontsize=10, loc="left", fontweight="bold")
+        what = (f"median with its {confidence} interval; dashed: stored baseline, shaded: \u00b1 the gate's\n"
+                "threshold around it; a ring: the baseline check failed or is undecided")
+    ax.set_xlabel(_plain(f"{sweep['axis']} ({'log' if log_x else 'linear'} scale)", 120) + "\n" + what, fontsize=8)
+    ax.grid(color="#e4e4e4", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.tick_params(labelsize=8)
+
+
+def _draw_sweep_deltas(ax: Any, series: Mapping[str, list[dict[str, Any]]], colours: Mapping[str, Any]) -> None:
+    """The change now / stored - 1 over the swept number, with the band +/- the gate's threshold."""
+    from matplotlib.ticker import PercentFormatter
+
+    thresholds = sorted({round(p["gate"]["threshold"], 6) for points in series.values() for p in points
+                         if math.isfinite(p["gate"]["threshold"])})
+    pairs = [(p["gate"]["delta"], p["gate"]["delta_low"], p["gate"]["delta_high"], p["gate"]["threshold"])
+             for points in series.values() for p in points]
+    limit = _delta_limit(pairs)
+    for t in thresholds:
+        ax.axhspan(-t, t, color=BAND_COLOUR, alpha=0.7 if len(thresholds) == 1 else 0.45, linewidth=0, zorder=0,
+                   gid="threshold-band")
+    if thresholds:
+        ax.axhline(max(thresholds), color=VERDICT_COLOURS["fail"], linestyle=":", linewidth=1.1, zorder=1)
+    ax.axhline(0.0, color="#888888", linestyle="--", linewidth=0.9, zorder=1)
+    xs_all = sorted({p["x"] for points in series.values() for p in points})
+    log_x = bool(xs_all) and xs_all[0] > 0 and xs_all[-1] / xs_all[0] > 20
+    n = len(series)
+    for i, (label, points) in enumerate(series.items()):
+        shift = (i - (n - 1) / 2) * (0.035 if log_x else 0.012 * ((xs_all[-1] - xs_all[0]) or 1.0)) if n > 1 else 0.0
+        for p in points:
+            g = p["gate"]
+            x = p["x"] * math.exp(shift) if log_x else p["x"] + shift
+            value = min(max(g["delta"], -limit), limit)
+            low, high = max(g["delta_low"], -limit), min(g["delta_high"], limit)
+            colour = colours.get(label, OTHER_COLOUR)
+            ax.errorbar([x], [value], yerr=[[max(value - low, 0)], [max(high - value, 0)]], fmt="s", ms=3.5, color=colour,
+                        elinewidth=1.1, capsize=2, zorder=3, gid="delta")
+            if p["verdict"] in ("fail", "inconclusive"):
+                ax.plot([x], [value], marker="s", ms=9, mfc="none", mew=1.6, color=VERDICT_COLOURS[p["verdict"]], zorder=4)
+                ax.annotate(_plain(f"{label} {100 * g['delta']:+.1f}%", 50), (x, value), xytext=(5, 4),
+                            textcoords="offset points", fontsize=7, color=VERDICT_COLOURS[p["verdict"]], zorder=5)
+    _x_scale(ax, xs_all)
+    ax.set_ylim(-limit, limit)
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0 if limit >= 0.1 else 1))
+    ax.grid(color="#e4e4e4", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.tick_params(labelsize=8)
+    ax.set_title("Change vs stored baseline", fontsize=10, loc="left", fontweight="bold")
+    shown = ", ".join(f"\u00b1{100 * t:g}%" for t in thresholds) or "none recorded"
+    ax.set_xlabel(f"now / stored \u2212 1 with its interval, series side by side;\ngrey: \u00b1 the gate's threshold ({shown}); "
+                  "a check fails when\nits whole interval lies above the dotted line", fontsize=8)
+
+
+def _sweep_panels(sweep: Mapping[str, Any], confidence: str, dropped: list[int]) -> dict[str, Any] | None:
+    """What one sweep draws: the series of its left panel and of its change panel, or None."""
+    speedups = any(t.get("comparisons") for _, _, t in sweep["tests"])
+    values = _kept(_series_points(sweep, "speedups" if speedups else "times"), SPEEDUP_RANGE if speedups else TIME_RANGE, dropped)
+    deltas: dict[str, list[dict[str, Any]]] = {}
+    for label, points in _series_points(sweep, "deltas").items():
+        good = [p for p in points if _plottable({"low": p["gate"]["delta_low"], "value": p["gate"]["delta"],
+                                                 "high": p["gate"]["delta_high"]}, DELTA_RANGE)]
+        dropped[0] += len(points) - len(good)
+        if good:
+            deltas[_plain(label, 60)] = good
+    fractions: dict[str, list[dict[str, Any]]] = {}
+    for label, points in _series_points(sweep, "fractions").items():
+        good = [p for p in points if _plottable(p, FRACTION_RANGE, ("value",))]
+        dropped[0] += len(points) - len(good)
+        if good:
+            fractions[_plain(label, 60)] = good
+    if not values and not deltas and not fractions:
+        return None
+    return {"sweep": sweep, "speedups": speedups, "values": values, "deltas": deltas, "fractions": fractions,
+            "confidence": confidence}
+
+
+def _draw_sweep_fractions(ax: Any, sweep: Mapping[str, Any], series: Mapping[str, list[dict[str, Any]]],
+                          colours: Mapping[str, Any], key: str | None = None) -> None:
+    from matplotlib.ticker import PercentFormatter
+
+    for label, points in series.items():
+        ax.plot([p["x"] for p in points], [p["value"] for p in points], "-o", ms=3.5, lw=1.3, color=colours[label], label=label)
+    ax.axhline(1.0, color="#c62828", linestyle="--", linewidth=1.0)
+    xs = [p["x"] for points in series.values() for p in points]
+    log_x = _x_scale(ax, xs)
+    top = max(p["value"] for points in series.values() for p in points)
+    ax.set_ylim(0, max(1.08, top * 1.1))
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    ax.grid(color="#e4e4e4", linewidth=0.6)
+    ax.tick_params(labelsize=8)
+    keys = [key] if key else sorted({label.rsplit(" \u00b7 ", 1)[-1] for label in series})
+    ax.set_title(_plain(f"{sweep['name']}: recorded {', '.join(keys)}", 110), fontsize=10, loc="left", fontweight="bold")
+    ax.set_xlabel(_plain(f"{sweep['axis']} ({'log' if log_x else 'linear'} scale); dashed: 100%", 160), fontsize=8)
+
+
+def _legend_below(sub: Any, labels: Sequence[str], colours: Mapping[str, Any]) -> None:
+    """One legend of a sweep's series under its row, as many columns as the width holds."""
+    from matplotlib.lines import Line2D
+
+    if len(labels) < 2:
+        return
+    widest = max(len(label) for label in labels)
+    ncol = max(1, min(len(labels), int(WIDTH_IN * 72 / (widest * 4.4 + 28))))
+    handles = [Line2D([], [], marker="o", ms=4, lw=1.3, color=colours[label], label=label) for label in labels]
+    sub.legend(handles=handles, fontsize=7, ncol=ncol, loc="outside lower center", frameon=False)
+
+
 def plot_family(family: str, tests: Sequence[Mapping[str, Any]], path: Path, *, subtitle: str = "") -> Path | None:
     """Draw ``family``'s chart to ``path``; None (nothing written) when it has nothing to plot."""
     _matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fractions, fraction_key = fraction_rows(tests)
-    panels: list[tuple[str, list[dict[str, Any]]]] = []
+    confidence = _confidence_label(tests)
+    sweeps, rest = split_sweeps(tests)
     left_out: list[str] = []
+    dropped = [0]
+    sweep_panels = [p for p in (_sweep_panels(sw, confidence, dropped) for sw in sweeps) if p is not None]
+    if dropped[0]:
+        left_out.append(f"{dropped[0]} sweep points outside the axes' ranges or out of order")
+    fractions, fraction_key = fraction_rows(rest)
+    panels: list[tuple[str, Any]] = []
+    for p in sweep_panels:
+        if p["values"] or p["deltas"]:
+            panels.append(("sweep", p))
+        if p["fractions"]:
+            panels.append(("sweep-fractions", p))
     for kind, rows, span, keys in (
-        ("times", measurement_rows(tests), TIME_RANGE, ("low", "value", "high")),
-        ("speedups", comparison_rows(tests), SPEEDUP_RANGE, ("low", "value", "high")),
+        ("times", measurement_rows(rest), TIME_RANGE, ("low", "value", "high")),
+        ("speedups", comparison_rows(rest), SPEEDUP_RANGE, ("low", "value", "high")),
         ("fractions", fractions, FRACTION_RANGE, ("value",)),
     ):
         for r in rows:
@@ -392,20 +803,59 @@ def plot_family(family: str, tests: Sequence[Mapping[str, Any]], path: Path, *, 
             panels.append((kind, kept))
     if not panels:
         return None
-    for r in (r for _, rows in panels for r in rows):
-        r["label"] = _plain(r["label"])
-    heights = [PANEL_IN + ROW_IN * len(rows) for _, rows in panels]
+    for kind, rows in panels:
+        if not kind.startswith("sweep"):
+            for r in rows:
+                r["label"] = _plain(r["label"])
+    heights = [SWEEP_IN if kind == "sweep" else 2.8 if kind == "sweep-fractions" else PANEL_IN + ROW_IN * len(rows)
+               for kind, rows in panels]
     fig = Figure(figsize=(WIDTH_IN, sum(heights) + 0.6), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(len(panels), 1, gridspec_kw={"height_ratios": heights}, squeeze=False)[:, 0]
-    confidence = _confidence_label(tests)
-    for ax, (kind, rows) in zip(axes, panels):
-        if kind == "times":
-            _draw_times(ax, rows, confidence)
-        elif kind == "speedups":
-            _draw_speedups(ax, rows)
+    # One subfigure per panel row: a row of long test labels does not narrow the sweeps above it.
+    rows_of = fig.subfigures(len(panels), 1, height_ratios=heights, squeeze=False)[:, 0]
+    for sub, (kind, content) in zip(rows_of, panels):
+        if kind == "sweep":
+            both = bool(content["deltas"]) and bool(content["values"])
+            axes = sub.subplots(1, 2, width_ratios=[1.5, 1.0], squeeze=False)[0] if both else [sub.subplots()]
+            labels = list(content["values"] or content["deltas"])
+            colours = dict(zip(labels, _colours(len(labels))))
+            spare = iter(_colours(len(labels) + len(content["deltas"]))[len(labels):])
+            for label in content["deltas"]:  # a compared variant takes its comparison's colour, or one of its own
+                pair = colours.get(label.rsplit(" \u00b7 ", 1)[0])
+                if label not in colours:
+                    colours[label] = pair if pair is not None else next(spare, OTHER_COLOUR)
+                    if pair is None:
+                        labels.append(label)
+            if content["values"]:
+                _draw_sweep_values(axes[0], content["sweep"], content["values"], content["speedups"], colours, confidence)
+            else:
+                _draw_sweep_deltas(axes[0], content["deltas"], colours)
+            if both:
+                _draw_sweep_deltas(axes[1], content["deltas"], colours)
+            _legend_below(sub, labels, colours)
+        elif kind == "sweep-fractions":
+            fraction_keys = sorted({label.rsplit(" \u00b7 ", 1)[-1] for label in content["fractions"]})
+            if len(fraction_keys) == 1 and all(" \u00b7 " in label for label in content["fractions"]):  # the title names the key
+                content = {**content, "fractions": {label.rsplit(" \u00b7 ", 1)[0]: points for label, points in content["fractions"].items()},
+                           "fraction_key": fraction_keys[0]}
+            labels = list(content["fractions"])
+            colours = dict(zip(labels, _colours(len(labels))))
+            _draw_sweep_fractions(sub.subplots(), content["sweep"], content["fractions"], colours, content.get("fraction_key"))
+            _legend_below(sub, labels, colours)
+        elif kind == "times" and any(r.get("gate") for r in content):
+            axes = sub.subplots(1, 2, width_ratios=[2.3, 1.0], sharey=True)
+            handles = _draw_times(axes[0], content, confidence)
+            _draw_deltas(axes[1], content)
+            sub.legend(handles=handles, fontsize=7, ncol=len(handles), loc="outside upper right", frameon=False,
+                       handletextpad=0.3, columnspacing=1.0)
         else:
-            _draw_fractions(ax, rows, fraction_key)
+            ax = sub.subplots()
+            if kind == "times":
+                _legend_above(ax, _draw_times(ax, content, confidence))
+            elif kind == "speedups":
+                _draw_speedups(ax, content)
+            else:
+                _draw_fractions(ax, content, fraction_key)
     title = _plain(family) + (f"  \u2014  {_plain(subtitle)}" if subtitle else "")
     if left_out:
         title += "\n" + _plain("not drawn (listed in index.html): " + "; ".join(left_out), 200)

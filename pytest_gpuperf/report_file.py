@@ -49,10 +49,23 @@ def validate_report(data: Any, path: Path) -> dict[str, Any]:
     if data["schema"] != REPORT_SCHEMA:
         raise ReportFileError(
             f"report file {path}: field 'schema' must be {REPORT_SCHEMA!r}, got {shown(data['schema'])} "
-            f"({schema_hint(data['schema'], REPORT_SCHEMA)})"
+            f"({_older(data, path) or schema_hint(data['schema'], REPORT_SCHEMA)})"
         )
     _Checker(path).report(data)
     return data
+
+
+def _older(data: dict[str, Any], path: Path) -> str | None:
+    """The advice for a report of an older version that ``gpuperf migrate`` brings up to date."""
+    from pytest_gpuperf.migrate import CURRENT, MigrationError, parse_schema, readable
+
+    try:
+        found = parse_schema(data)
+    except MigrationError:
+        return None
+    if found is None or found[0] != "report" or found[1] >= CURRENT["report"] or found[1] not in readable("report"):
+        return None
+    return f"an older version; gpuperf migrate {path} rewrites it as version {CURRENT['report']}"
 
 
 class _Checker:

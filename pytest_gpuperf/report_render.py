@@ -31,9 +31,21 @@ def _fmt_value(value: float | None, unit: str) -> str:
     return f"{value:.4g}" + (f" {unit}" if unit else "")
 
 
-def format_report(data: Mapping[str, Any], markdown: bool = True) -> str:
-    """The terminal summary's table, then figures, skips, failures and baseline changes."""
+# Rows whose verdict says a gate failed come first under --failures-first, then the undecided.
+_URGENCY = {"fail": 0, "inconclusive": 1}
+
+
+def _urgency(row: list[str]) -> int:
+    """0 for a row whose verdict (``speedup/baseline`` or one word) holds a failure, 1 undecided, else 2."""
+    return min((_URGENCY.get(part, 2) for part in row[-1].split("/")), default=2)
+
+
+def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first: bool = False) -> str:
+    """The terminal summary's table, then figures, skips, failures and baseline changes. With
+    ``failures_first`` the table lists failed gates, then undecided ones, then the rest."""
     rows = summary_rows(report_records(data))
+    if failures_first:
+        rows = rows[:1] + sorted(rows[1:], key=_urgency)
     figures = [
         [t["nodeid"].split("::", 1)[-1], f["key"], _fmt_value(f["value"], f.get("unit") or "")]
         for t in data["tests"]
@@ -64,7 +76,8 @@ def format_report(data: Mapping[str, Any], markdown: bool = True) -> str:
     out = ["## gpu-perf report" if markdown else "gpu-perf report"]
     out.append(f"Created {data.get('created', '?')}" + (f" on {'; '.join(devices)}" if devices else " (no GPU measured)") + ".")
     if verdicts:
-        out.append("Verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(verdicts.items())) + ".")
+        ordered = sorted(verdicts.items(), key=lambda kv: (min(_URGENCY.get(w, 2) for w in kv[0].split()), kv[0]))
+        out.append("Verdicts: " + ", ".join(f"{n} {k}" for k, n in (ordered if failures_first else sorted(verdicts.items()))) + ".")
     if failed:
         out += ["", heading(f"Failed tests ({len(failed)})")]
         out += [f"- `{n}`" if markdown else f"  {n}" for n in failed]
@@ -84,3 +97,20 @@ def format_report(data: Mapping[str, Any], markdown: bool = True) -> str:
     if notes:
         out += ["", heading("Notes")] + [f"- {_md(n)}" if markdown else f"  {n}" for n in notes]
     return "\n".join(out) + "\n"
+
+
+def cut(text: str, max_chars: int, where: str = "the full report") -> str:
+    """``text`` within ``max_chars`` characters, cut after a whole line, with a last line saying
+    how many lines were left out and where they are (a pull request comment holds 65,536)."""
+    if len(text) <= max_chars:
+        return text
+    lines = text.splitlines(keepends=True)
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        note = f"\n_{len(lines) - len(kept)} more lines not shown: see {where}._\n"
+        if size + len(line) + len(note) > max_chars:
+            break
+        kept.append(line)
+        size += len(line)
+    return "".join(kept) + f"\n_{len(lines) - len(kept)} more lines not shown: see {where}._\n"

@@ -128,7 +128,8 @@ def _render(group: str, *, pr: int | None, run_id: int, arch: str = "sm90") -> s
     """The group a run gets: the expressions these workflows use, evaluated for one event."""
     key = f"pr-{pr}" if pr is not None else f"run-{run_id}"
     return (group.replace("${{ " + PER_PR_OR_RUN + " }}", key).replace("${{ matrix.arch }}", arch)
-            .replace("${{ inputs.arch }}", arch).replace("${{ github.workflow }}", "CI"))
+            .replace("${{ inputs.arch }}", arch).replace("${{ github.workflow }}", "CI")
+            .replace("${{ github.event.workflow_run.id }}", f"ci-run-{run_id}"))
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -238,3 +239,46 @@ def test_baseline_refresh_records_on_gpu_and_proposes_from_a_hosted_runner() -> 
     assert not _self_hosted(pr) and pr["permissions"] == {"contents": "write", "pull-requests": "write"}
     assert pr["needs"] == "record"
     assert any(str(s.get("uses", "")).startswith("peter-evans/create-pull-request@") for s in pr["steps"])
+
+
+# -- results where reviewers look (gpu-perf-results.yml, docs/ci-results.md) -----------------
+def test_results_run_hosted_after_ci_and_read_the_gpu_jobs_artifacts() -> None:
+    """Trend and comment: GitHub-hosted jobs started by CI's completion (workflow_run), so their
+    write tokens never meet a self-hosted runner; they download the triggering run's artifacts."""
+    wf = _load(WORKFLOWS / "gpu-perf-results.yml")
+    assert wf["on"] == {"workflow_run": {"workflows": [_load(WORKFLOWS / "ci.yml")["name"]], "types": ["completed"]}}
+    for name, job in wf["jobs"].items():
+        assert not _self_hosted(job), f"job {name}: a write token must stay off the self-hosted runners"
+        for step in job["steps"]:
+            if str(step.get("uses", "")).startswith("actions/checkout@"):
+                assert "ref" not in step.get("with", {}), f"job {name}: never check out the pull request's code"
+        download = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@"))
+        assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
+        assert job["permissions"]["actions"] == "read"
+
+
+def test_the_trend_exports_each_gpu_jobs_report_for_github_action_benchmark() -> None:
+    wf = _load(WORKFLOWS / "gpu-perf-results.yml")
+    trend = wf["jobs"]["trend"]
+    assert "github.event.workflow_run.event == 'push'" in trend["if"] and "head_branch == 'main'" in trend["if"]
+    assert trend["strategy"]["matrix"]["arch"] == _load(WORKFLOWS / "ci.yml")["jobs"]["gpu-perf"]["strategy"]["matrix"]["arch"]
+    assert trend["permissions"] == {"contents": "write", "actions": "read"}
+    assert "gpuperf export --format github-action-benchmark" in _steps_text(trend)
+    bench = next(s for s in trend["steps"] if str(s.get("uses", "")).startswith("benchmark-action/github-action-benchmark@"))
+    options = bench["with"]
+    assert options["tool"] == "customSmallerIsBetter" and options["gh-pages-branch"] == "gh-pages"
+    assert options["auto-push"] is True and options["alert-threshold"].endswith("%") and options["comment-on-alert"] is True
+    assert options["ref"] == "${{ github.event.workflow_run.head_sha }}", "the point belongs to the measured commit"
+
+
+def test_the_pull_request_comment_is_opt_in_sticky_and_lists_failures_first() -> None:
+    comment = _load(WORKFLOWS / "gpu-perf-results.yml")["jobs"]["comment"]
+    assert "vars.GPU_PERF_PR_COMMENT == 'true'" in comment["if"] and "event == 'pull_request'" in comment["if"]
+    assert comment["permissions"] == {"actions": "read", "pull-requests": "write"}
+    steps = _steps_text(comment)
+    assert "gpuperf report \"$report\" --markdown --failures-first --max-chars" in steps
+    marker = "<!-- gpu-perf-comment -->"
+    assert steps.count(marker) == 2, "the body starts with the marker the update step looks for"
+    assert "--method PATCH" in steps and "--method POST" in steps
+    docs = (ROOT / "docs" / "ci-results.md").read_text()
+    assert "GPU_PERF_PR_COMMENT" in docs and "gh-pages" in docs and "gpuperf export --format github-action-benchmark" in docs

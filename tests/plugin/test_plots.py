@@ -3,6 +3,7 @@ the --gpu-perf-plots option on a fake GPU, and a clear message without matplotli
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -271,3 +272,114 @@ def test_a_panel_draws_at_most_max_rows(tmp_path: Path, monkeypatch: pytest.Monk
     png = plots.plot_family("many", tests, tmp_path / "many.png")
     assert png is not None and _png_size(png)[1] < 400
     assert "2 times past the first 3" in titles[0]
+
+
+# -- the gate on the charts: stored baseline, threshold band, change panel, sweeps ------------
+def _checked(name: str, median: float, stored: float, slowdown: float, verdict: str = "pass",
+             threshold: float = 0.025) -> dict[str, Any]:
+    """A measurement record judged against a stored baseline, as the fixture writes it."""
+    record = _measurement(name, median, median * 0.99, median * 1.01, verdict)
+    record["baseline"] = {"median_s": stored, "ci_low_s": stored * 0.99, "ci_high_s": stored * 1.01, "confidence": 0.99,
+                          "n": 40, "spread": 0.01, "mode": "cold", "method": "graph", "recorded_at": "2026-11-20T00:00:00+00:00"}
+    record["regression"] = {"slowdown": slowdown, "ci_low": slowdown - 0.01, "ci_high": slowdown + 0.01, "confidence": 0.99,
+                            "tolerance": 0.05, "band": 0.015, "threshold": threshold, "calibrated_by": None,
+                            "independent": True, "verdict": verdict}
+    return record
+
+
+def _drawn(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The figures plot_family draws from now on (captured instead of only saved)."""
+    figures: list[Any] = []
+    original = plots._save_small_png
+
+    def keep(fig: Any, path: Path) -> None:
+        figures.append(fig)
+        original(fig, path)
+
+    monkeypatch.setattr(plots, "_save_small_png", keep)
+    return figures
+
+
+def _with_gid(fig: Any, gid: str) -> list[Any]:
+    return fig.findobj(lambda artist: artist.get_gid() == gid)
+
+
+def _axes(fig: Any) -> list[Any]:
+    """Every axes of the figure, its subfigures' included."""
+    from matplotlib.axes import Axes
+
+    return list(dict.fromkeys(fig.findobj(lambda artist: isinstance(artist, Axes))))
+
+
+ROW_TESTS = [
+    {"nodeid": "tests/fam/test_perf.py::test_pair", "outcome": "failed", "comparisons": [], "figures": [],
+     "measurements": [_checked("fused", 10.6e-6, 10e-6, 1.06, "fail"), _checked("plain", 20e-6, 20e-6, 1.0)]},
+    {"nodeid": "tests/fam/test_perf.py::test_new", "outcome": "passed", "comparisons": [], "figures": [],
+     "measurements": [_measurement("fresh", 5e-6, 4.9e-6, 5.1e-6, "measured") | {"regression": None}]},
+]
+
+
+def test_each_checked_median_stands_beside_its_baseline_band_and_its_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = _drawn(monkeypatch)
+    assert plots.plot_family("fam", ROW_TESTS, tmp_path / "fam.png") is not None
+    fig = figures[0]
+    bands = _with_gid(fig, "baseline-band")
+    assert len(bands) == 2, "one band per measurement with a stored baseline and a threshold; none for the new one"
+    spans = sorted((b.get_x(), b.get_x() + b.get_width()) for b in bands)
+    assert spans[0] == pytest.approx((10e-6 * 0.975, 10e-6 * 1.025)) and spans[1] == pytest.approx((20e-6 * 0.975, 20e-6 * 1.025))
+    ticks = _with_gid(fig, "baseline")
+    assert sorted(t.get_xdata()[0] for t in ticks) == pytest.approx([10e-6, 20e-6]), "the stored medians are drawn"
+    thresholds = _with_gid(fig, "threshold-band")
+    assert [(b.get_x(), b.get_width()) for b in thresholds] == [pytest.approx((-0.025, 0.05))] * 2
+    deltas = [line for line in _with_gid(fig, "delta") if hasattr(line, "get_marker") and line.get_marker() == "s"]
+    assert sorted(float(d.get_xdata()[0]) for d in deltas) == pytest.approx([0.0, 0.06])
+    times_ax, delta_ax = (ax for ax in _axes(fig) if ax.get_title(loc="left") in ("Median GPU time per launch", "Change vs baseline"))
+    low, high = delta_ax.get_xlim()
+    assert low >= -0.3 and high <= 0.3 * 1.35, "zoomed: a 5% change is a visible share of the change axis"
+    assert times_ax.get_xscale() == "linear" and times_ax.get_xlim()[0] > 3e-6, "times within 20x: linear, not from 0"
+    assert delta_ax.get_shared_y_axes().joined(delta_ax, times_ax), "the change panel shares the rows and their labels"
+
+
+SWEEP_TESTS = [
+    {"nodeid": f"tests/mk/test_perf.py::test_ms_per_token[{variant}-{tokens}]", "outcome": "passed", "comparisons": [],
+     "figures": [{"key": "roofline_fraction", "value": 0.3 + 0.001 * tokens, "unit": ""}],
+     "measurements": [_checked(f"{variant}@{tokens}", base * (1 + tokens / 5000) * (1.05 if (variant, tokens) == ("fused", 200) else 1),
+                               base * (1 + tokens / 5000), 1.05 if (variant, tokens) == ("fused", 200) else 1.0,
+                               "fail" if (variant, tokens) == ("fused", 200) else "pass")]}
+    for variant, base in (("baseline", 0.94e-3), ("fused", 0.87e-3), ("dataflow", 0.54e-3))
+    for tokens in (1, 10, 50, 200, 1000)
+]
+
+
+def test_a_sweep_is_drawn_as_lines_over_its_number(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sweeps, rest = plots.split_sweeps(SWEEP_TESTS + ROW_TESTS)
+    assert [s["name"] for s in sweeps] == ["ms_per_token"] and rest == ROW_TESTS
+    assert sorted({(x, series) for x, series, _ in sweeps[0]["tests"]})[:2] == [(1.0, "baseline"), (1.0, "dataflow")]
+    figures = _drawn(monkeypatch)
+    plots.plot_family("mk", SWEEP_TESTS, tmp_path / "mk.png")
+    fig = figures[0]
+    times = next(ax for ax in _axes(fig) if ax.get_title(loc="left") == "ms_per_token: median time per launch")
+    lines = [line for line in times.get_lines() if line.get_label() in ("baseline", "fused", "dataflow")]
+    assert sorted(line.get_label() for line in lines) == ["baseline", "dataflow", "fused"], "one line per variant"
+    assert all(list(line.get_xdata()) == [1, 10, 50, 200, 1000] for line in lines), "over the swept number"
+    assert times.get_xscale() == "log", "1..1000 tokens: a log axis"
+    low, high = times.get_ylim()
+    assert low > 0.4e-3 and high < 1.3e-3, "zoomed on the times, not from 0"
+    assert len(_with_gid(fig, "baseline-band")) == 3 and len(_with_gid(fig, "baseline")) == 3, "a baseline and band per series"
+    change = next(ax for ax in _axes(fig) if ax.get_title(loc="left") == "Change vs stored baseline")
+    assert [p.get_gid() for p in change.patches] == ["threshold-band"]
+    assert change.get_ylim()[1] <= 0.3, "a 5% change spans a sixth of the axis or more"
+    assert any("fused" in t.get_text() and "+5.0%" in t.get_text() for t in change.texts), "the failed point is named"
+    fractions = next(ax for ax in _axes(fig) if ax.get_title(loc="left").startswith("ms_per_token: recorded roofline_fraction"))
+    assert len(fractions.get_lines()) == 4, "three series and the 100% line, not 15 label rows"
+    assert not any(ax.get_title(loc="left") == "Median GPU time per launch" for ax in _axes(fig)), "no label rows for a sweep"
+
+
+def test_a_report_without_thresholds_uses_the_tolerance_rule() -> None:
+    record = _checked("k", 1e-5, 1e-5, 1.0)
+    del record["regression"]["threshold"], record["regression"]["band"]
+    gate = plots.gate_of(record)
+    assert gate is not None and gate["threshold"] == pytest.approx(0.025) and gate["baseline"] == 1e-5
+    assert plots.gate_of(_measurement("k", 1, 1, 1) | {"regression": None}) is None
+    hostile = _checked("k", 1e-5, 1e-5, 1.0) | {"baseline": "not an entry"}
+    assert math.isnan(plots.gate_of(hostile)["baseline"])  # type: ignore[index]
