@@ -428,6 +428,22 @@ class Settings:
             quiet_wait=values["quiet-wait"],
         )
 
+    def to_json(self) -> dict[str, Any]:
+        """The settings as JSON values of their own types (paths as strings, tuples as lists)."""
+        from dataclasses import fields
+
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "sources":
+                value = dict(value)
+            elif isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
     def check_paths(self) -> None:
         """Paths given by options must be usable as what they name, checked before any test runs."""
         checks = (

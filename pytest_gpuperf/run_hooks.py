@@ -90,7 +90,7 @@ class RunHooks:
             outcomes=self.outcomes,
             skip_reasons=self.s.skip_reasons,
             changes=self.s.baseline_changes,
-            settings={k: str(v) for k, v in vars(self.s.settings).items() if k != "sources"},
+            settings=self.s.settings.to_json(),
         )
         payload["provenance"] = provenance(self.s.config.rootpath)
         return payload

@@ -182,3 +182,15 @@ def test_the_no_gpu_line_counts_perf_tests_skipped_because_timing_is_off(
         "no GPU (fake: this machine has no GPU): 1 GPU correctness tests and 0 perf tests skipped "
         "(and 1 perf tests skipped because timing is off)*"
     ])
+
+
+def test_report_settings_keep_their_types(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(times={"k": 5e-6})
+    pytester.makepyfile(BENCH_TEST)
+    pytester.runpytest("--gpu-perf", "--gpu-perf-json=r.json").assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "r.json").read_text())
+    settings = report["settings"]
+    assert settings["enabled"] is True and settings["tolerance"] == 0.05
+    assert settings["static_archs"] == ["sm_80", "sm_90"] and settings["json_path"].endswith("r.json")
+    assert settings["sources"]["json"] == "the command line (--gpu-perf-json)"
+    assert set(report["provenance"]) >= {"commit", "branch", "dirty", "python", "pytest", "pytest_gpuperf"}
