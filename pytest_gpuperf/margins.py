@@ -426,17 +426,23 @@ def claim(e: Entry) -> str:
     return f"slower by {100 * (1 / v - 1):.0f}% at most"
 
 
-def entry_rows(margins: MarginsFile) -> list[list[str]]:
-    """One row per entry: gate, margin, its claim, the lowest measured, GPU, date, commit."""
-    rows = [["arch", "gate", "margin", "claims", "lowest measured", "GPU", "date", "commit"]]
+def entry_rows(margins: MarginsFile, arch: str | None = None) -> list[list[str]]:
+    """One row per entry (of ``arch`` only, without the arch column, when given): gate, margin,
+    its claim, the lowest measured and where: GPU, date, commit."""
+    head = ["gate", "margin", "claims", "lowest measured", "GPU", "date", "commit"]
+    rows = [head if arch else ["arch", *head]]
     for e in margins.all_entries():
+        if arch is not None and e.arch != arch:
+            continue
         ev = e.evidence
         if ev is None:
-            rows.append([e.arch, e.key, _fmt_margin(e.value), claim(e), "-", "-", "-", "-"])
-            continue
-        measured = f"{ev.estimate:.4f}" if e.figure else interval_text(ev.estimate, ev.ci_low, ev.ci_high)
-        commit = (ev.commit or "-")[:7] + ("*" if ev.commit_of == "margin" else "")
-        rows.append([e.arch, e.key, _fmt_margin(e.value), claim(e), measured, ev.gpu.name, ev.date, commit])
+            cells = [e.key, _fmt_margin(e.value), claim(e), "-", "-", "-", "-"]
+        else:
+            measured = f"{ev.estimate:.4f}" if e.figure else interval_text(ev.estimate, ev.ci_low, ev.ci_high)
+            commit = (ev.commit or "-")[:7] + ("*" if ev.commit_of == "margin" else "")
+            gpu = ev.gpu.name.removeprefix("NVIDIA ") if arch else ev.gpu.name
+            cells = [e.key, _fmt_margin(e.value), claim(e), measured, gpu, ev.date, commit]
+        rows.append(cells if arch else [e.arch, *cells])
     return rows
 
 
@@ -580,9 +586,15 @@ def command(reports: Sequence[Path], file: Path | None, *, only: Sequence[str] =
     margins = MarginsFile.read(file)
     if not reports:
         problems = margins.problems()
-        rows = entry_rows(margins)
-        text = render(rows)
-        if any(r[-1].endswith("*") for r in rows):
+        if markdown:  # a table per architecture, for a README
+            tables = [(arch, entry_rows(margins, arch)) for arch in margins.entries]
+            text = "\n".join(f"**{arch}**\n\n" + markdown_table(rows) for arch, rows in tables)
+            starred = any(r[-1].endswith("*") for _, rows in tables for r in rows)
+        else:
+            rows = entry_rows(margins)
+            text = text_table(rows)
+            starred = any(r[-1].endswith("*") for r in rows)
+        if starred:
             text += ("\n\\" if markdown else "") + MARGIN_COMMIT_NOTE + "\n"
         text += "".join(f"ERROR {p}\n" for p in problems)
         return text, 1 if problems else 0

@@ -152,7 +152,7 @@ def perf_launch(shape: str, variant: str) -> Launch:
 # x0.882 (irregular). On the H100 SXM these GEMMs run at the power cap (SM clocks 1275-1755 MHz)
 # and each schedule's time moves between levels 10-15% apart, not together with the other's: at
 # square8192 Ping-pong over Cooperative came out 1.030x on one machine and 0.871x on another, so
-# the margins there bound the slowdown (README, "Gates and margins").
+# the margins there bound the slowdown (README, "What did not hold, and why").
 MARGINS = MarginsFile.read(SOURCES[0].with_name("margins.json"))
 SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = MARGINS.table()
 

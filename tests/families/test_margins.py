@@ -1,9 +1,10 @@
 """Every kernel family's margins file (kernels/<family>/margins.json), no GPU needed: each margin
 follows the rule from the interval it records, with the GPU, date and commit it was measured on;
 every gated comparison of the perf tests has an entry naming that test; the reports it cites are
-kept in evidence/."""
+kept in evidence/; the family README's margins table is the file's, as ``gpuperf margins`` prints it."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -12,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from pytest_gpuperf.margins import FIGURE_RULE, RULE, MarginsFile
+from pytest_gpuperf.margins import FIGURE_RULE, RULE, MarginsFile, command
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = sorted(p.parent.name for p in (ROOT / "kernels").glob("*/margins.json"))
@@ -116,6 +117,21 @@ def test_the_reports_cited_are_kept_in_evidence(family: str) -> None:
         assert run.report is not None, rid
         assert run.report.startswith("evidence/") and (ROOT / run.report).is_file(), run.report
     assert set(margins.runs) == {rid for e in margins.all_entries() for rid in e.over}
+
+
+MARKER = re.compile(r"<!-- margins: gpuperf margins --file (\S+) --markdown -->\n(.*?)<!-- end margins -->\n", re.S)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_readme_table_is_the_margins_file(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's margins table is what ``gpuperf margins --file ... --markdown`` prints: run that
+    command and paste its output between the markers when the file changes."""
+    monkeypatch.chdir(ROOT)
+    found = MARKER.findall((ROOT / "kernels" / family / "README.md").read_text())
+    assert [f for f, _ in found] == [f"kernels/{family}/margins.json"], "one generated margins table"
+    text, status = command([], Path(found[0][0]), markdown=True)
+    assert status == 0
+    assert found[0][1] == text
 
 
 def test_an_entry_that_breaks_the_rule_is_reported(tmp_path: Path) -> None:

@@ -137,7 +137,7 @@ def test_the_bandwidth_gate_is_active_on_every_dram_case() -> None:
         for case in BANDWIDTH_CASES:
             floor = bandwidth_floor(arch, case)
             # Below the target only where a measurement showed it does not hold, and then
-            # at the measured value less 5% (documented in family.py and the README).
+            # at the measured value less 5% (margins.json, documented in the README).
             documented = (arch, case.id) == ("sm90", "dram-fp16-d64")
             assert floor >= BANDWIDTH_FRACTION_TARGET or (documented and floor == 0.79), (arch, case.id, floor)
 
