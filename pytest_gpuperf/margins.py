@@ -17,14 +17,16 @@ comparison (a bandwidth fraction, say): then the rule takes the lowest value of 
 Nothing here imports pytest or the timing code: the kernel families read their margins through
 ``MarginsFile.read`` at import time.
 """
+
 from __future__ import annotations
 
 import fnmatch
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.jsonio import finite_number, read_json, shown
@@ -100,8 +102,14 @@ class Evidence:
         return self.estimate if self.ci_low is None else self.ci_low
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"run": self.run, "gpu": self.gpu.to_json(), "date": self.date, "commit": self.commit,
-                               "commit_of": self.commit_of, "estimate": self.estimate}
+        out: dict[str, Any] = {
+            "run": self.run,
+            "gpu": self.gpu.to_json(),
+            "date": self.date,
+            "commit": self.commit,
+            "commit_of": self.commit_of,
+            "estimate": self.estimate,
+        }
         if self.ci_low is not None:
             out.update(ci_low=self.ci_low, ci_high=self.ci_high, confidence=self.confidence)
         return out
@@ -236,8 +244,9 @@ class MarginsFile:
                 run = self.runs.get(rid)
                 if run is None:
                     found.append(f"{where}: run {rid!r} is not listed under 'runs'")
-                elif rid == ev.run and (run.gpu != ev.gpu or run.date != ev.date
-                                        or (ev.commit_of == "run" and run.commit != ev.commit)):
+                elif rid == ev.run and (
+                    run.gpu != ev.gpu or run.date != ev.date or (ev.commit_of == "run" and run.commit != ev.commit)
+                ):
                     found.append(f"{where}: the evidence's GPU, date or commit differ from run {rid!r}")
         return found
 
@@ -263,8 +272,14 @@ class MarginsFile:
                     candidates.append(e.evidence)
                     over = tuple(dict.fromkeys((*e.over, *over)))
                 lowest = min(candidates, key=lambda ev: ev.low)
-                new = replace(e, value=margin_rule(lowest.low), evidence=lowest, over=over,
-                              rule=FIGURE_RULE if e.figure else RULE, reason=None)
+                new = replace(
+                    e,
+                    value=margin_rule(lowest.low),
+                    evidence=lowest,
+                    over=over,
+                    rule=FIGURE_RULE if e.figure else RULE,
+                    reason=None,
+                )
                 table[key] = new
                 changes.append(Change(e, new))
         if reset:
@@ -327,8 +342,17 @@ class Measured:
 
     def evidence(self) -> Evidence:
         r = self.run
-        return Evidence(r.id, r.gpu, r.date, r.commit, "run", _round(self.estimate),
-                        _round(self.ci_low), _round(self.ci_high), self.confidence)
+        return Evidence(
+            r.id,
+            r.gpu,
+            r.date,
+            r.commit,
+            "run",
+            round(self.estimate, DIGITS),
+            _round(self.ci_low),
+            _round(self.ci_high),
+            self.confidence,
+        )
 
 
 def _round(x: float | None) -> float | None:
@@ -337,7 +361,9 @@ def _round(x: float | None) -> float | None:
 
 def gpu_label(name: str) -> str:
     """A short lowercase model for run ids: "h100" for "NVIDIA H100 80GB HBM3"."""
-    words = [w for w in name.split() if w.upper() not in ("NVIDIA", "GEFORCE", "RTX", "TESLA")] or name.split() or ["gpu"]
+    words = (
+        [w for w in name.split() if w.upper() not in ("NVIDIA", "GEFORCE", "RTX", "TESLA")] or name.split() or ["gpu"]
+    )
     word = next((w for w in words if any(c.isdigit() for c in w)), words[0])
     return "".join(c for c in word.lower() if c.isalnum()) or "gpu"
 
@@ -379,8 +405,18 @@ def measurements_of(report: Mapping[str, Any], path: str, commit: str | None = N
         for c in t.get("comparisons", []):
             if c.get("ci_low") is None or c.get("speedup") is None:
                 continue
-            out.append(Measured(run, t["nodeid"], c["speedup"], fast=c.get("fast"), baseline=c.get("baseline"),
-                                ci_low=c["ci_low"], ci_high=c.get("ci_high"), confidence=c.get("confidence")))
+            out.append(
+                Measured(
+                    run,
+                    t["nodeid"],
+                    c["speedup"],
+                    fast=c.get("fast"),
+                    baseline=c.get("baseline"),
+                    ci_low=c["ci_low"],
+                    ci_high=c.get("ci_high"),
+                    confidence=c.get("confidence"),
+                )
+            )
         for f in t.get("figures", []):
             if f.get("value") is not None:
                 out.append(Measured(run, t["nodeid"], f["value"], figure=f.get("key")))
@@ -513,14 +549,23 @@ class _Reader:
         for arch, table in self.obj(d.get("margins"), "margins").items():
             at = f"margins.{arch}"
             entries[arch] = {key: self.entry(arch, key, e, f"{at}.{key}") for key, e in self.obj(table, at).items()}
-        return MarginsFile(self.path, self.text(d.get("family"), "family"), runs, entries,
-                           self.text(d.get("about"), "about", optional=True))
+        return MarginsFile(
+            self.path,
+            self.text(d.get("family"), "family"),
+            runs,
+            entries,
+            self.text(d.get("about"), "about", optional=True),
+        )
 
     def run(self, rid: str, value: Any, at: str) -> Run:
         d = self.obj(value, at)
-        return Run(rid, self.gpu(d.get("gpu"), f"{at}.gpu"), self.text(d.get("created"), f"{at}.created"),
-                   self.text(d.get("commit"), f"{at}.commit", optional=True),
-                   self.text(d.get("report"), f"{at}.report", optional=True))
+        return Run(
+            rid,
+            self.gpu(d.get("gpu"), f"{at}.gpu"),
+            self.text(d.get("created"), f"{at}.created"),
+            self.text(d.get("commit"), f"{at}.commit", optional=True),
+            self.text(d.get("report"), f"{at}.report", optional=True),
+        )
 
     def entry(self, arch: str, key: str, value: Any, at: str) -> Entry:
         d = self.obj(value, at)
@@ -532,9 +577,15 @@ class _Reader:
             raise self.fail(f"{at}.over", "a list of run ids", over)
         ev = d.get("evidence")
         return Entry(
-            key, arch, self.text(d.get("test"), f"{at}.test"), self.maybe_number(d.get("value"), f"{at}.value"),
-            fast=fast, baseline=baseline, figure=figure,
-            rule=self.text(d.get("rule"), f"{at}.rule", optional=True), over=tuple(over),
+            key,
+            arch,
+            self.text(d.get("test"), f"{at}.test"),
+            self.maybe_number(d.get("value"), f"{at}.value"),
+            fast=fast,
+            baseline=baseline,
+            figure=figure,
+            rule=self.text(d.get("rule"), f"{at}.rule", optional=True),
+            over=tuple(over),
             evidence=None if ev is None else self.evidence(ev, f"{at}.evidence"),
             note=self.text(d.get("note"), f"{at}.note", optional=True),
             reason=self.text(d.get("reason"), f"{at}.reason", optional=True),
@@ -546,8 +597,11 @@ class _Reader:
         if commit_of not in ("run", "margin"):
             raise self.fail(f"{at}.commit_of", "'run' or 'margin'", commit_of)
         return Evidence(
-            self.text(d.get("run"), f"{at}.run"), self.gpu(d.get("gpu"), f"{at}.gpu"), self.text(d.get("date"), f"{at}.date"),
-            self.text(d.get("commit"), f"{at}.commit", optional=True), commit_of,
+            self.text(d.get("run"), f"{at}.run"),
+            self.gpu(d.get("gpu"), f"{at}.gpu"),
+            self.text(d.get("date"), f"{at}.date"),
+            self.text(d.get("commit"), f"{at}.commit", optional=True),
+            commit_of,
             self.number(d.get("estimate"), f"{at}.estimate"),
             self.maybe_number(d.get("ci_low"), f"{at}.ci_low"),
             self.maybe_number(d.get("ci_high"), f"{at}.ci_high"),
@@ -560,8 +614,16 @@ class UsageError(Exception):
     """Arguments that do not fit together; the CLI turns it into its usage error."""
 
 
-def command(reports: Sequence[Path], file: Path | None, *, only: Sequence[str] = (), commit: str | None = None,
-            reset: bool = False, write: bool = False, markdown: bool = False) -> tuple[str, int]:
+def command(
+    reports: Sequence[Path],
+    file: Path | None,
+    *,
+    only: Sequence[str] = (),
+    commit: str | None = None,
+    reset: bool = False,
+    write: bool = False,
+    markdown: bool = False,
+) -> tuple[str, int]:
     """``gpuperf margins``: the output and the exit status (see ``cli.build_parser``)."""
     from pytest_gpuperf.report_file import load_report
 
@@ -577,8 +639,18 @@ def command(reports: Sequence[Path], file: Path | None, *, only: Sequence[str] =
         rows = [["arch", "test", "compared", "margin", "lowest measured", "GPU", "date", "commit"]]
         for (arch, test, what), m in sorted(lowest_by_test(measured).items()):
             r = m.run
-            rows.append([arch, test, what, f"{margin_rule(m.low):.2f}", interval_text(m.estimate, m.ci_low, m.ci_high),
-                         r.gpu.name, r.date, (r.commit or "-")[:7]])
+            rows.append(
+                [
+                    arch,
+                    test,
+                    what,
+                    f"{margin_rule(m.low):.2f}",
+                    interval_text(m.estimate, m.ci_low, m.ci_high),
+                    r.gpu.name,
+                    r.date,
+                    (r.commit or "-")[:7],
+                ]
+            )
         if len(rows) == 1:
             return "no interleaved comparisons in these reports\n", 0
         return render(rows) + f"\n{FORMULA} of the lowest interval per test, over {len(reports)} report(s)\n", 0
@@ -605,8 +677,18 @@ def command(reports: Sequence[Path], file: Path | None, *, only: Sequence[str] =
     for c in changes:
         ev = c.new.evidence
         assert ev is not None  # derive always sets it
-        rows.append([c.new.arch, c.new.key, _fmt_margin(c.old.value), _fmt_margin(c.new.value),
-                     interval_text(ev.estimate, ev.ci_low, ev.ci_high), ev.gpu.name, ev.date, (ev.commit or "-")[:7]])
+        rows.append(
+            [
+                c.new.arch,
+                c.new.key,
+                _fmt_margin(c.old.value),
+                _fmt_margin(c.new.value),
+                interval_text(ev.estimate, ev.ci_low, ev.ci_high),
+                ev.gpu.name,
+                ev.date,
+                (ev.commit or "-")[:7],
+            ]
+        )
     changed = sum(c.old.value != c.new.value for c in changes)
     gated = {(e.test, e.fast, e.baseline, e.figure) for e in margins.all_entries()}
     loose = sorted({m.test for m in measured if m.figure is None and (m.test, m.fast, m.baseline, None) not in gated})
