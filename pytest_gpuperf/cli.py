@@ -8,6 +8,7 @@
     gpuperf report FILE [--markdown | --text] [--failures-first] [--max-chars N]
     gpuperf export --format github-action-benchmark FILE [-o OUT]
     gpuperf migrate PATH... [--dry-run]   rewrite files of an older schema version as the current one
+    gpuperf margins [REPORT...] [--file MARGINS [--write] [--only GLOB]... [--reset]] [--commit SHA] [--markdown]
     gpuperf --version
 
 Exit status: 0 done, 1 a file or folder is missing, corrupt or misplaced (the message names
@@ -278,6 +279,19 @@ def _positive_chars(text: str) -> int:
     return value
 
 
+def _cmd_margins(args: argparse.Namespace) -> int:
+    from pytest_gpuperf.margins import UsageError, command
+
+    try:
+        text, status = command([Path(r) for r in args.reports], Path(args.file) if args.file else None,
+                               only=args.only or (), commit=args.commit, reset=args.reset, write=args.write,
+                               markdown=args.markdown)
+    except UsageError as exc:
+        raise _Usage(str(exc)) from None
+    sys.stdout.write(text)
+    return status
+
+
 class _Usage(Exception):
     pass
 
@@ -388,6 +402,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--dry-run", action="store_true", help="say what would be migrated and change nothing")
     p.set_defaults(run=_cmd_migrate)
+    p = sub.add_parser(
+        "margins",
+        help="derive speedup margins from saved reports; show or update a margins file",
+        description="Derive gated margins from saved --gpu-perf-json reports by the rule "
+        "margin = floor(100 * 0.95 * ci_low) / 100, ci_low the lowest lower end of a comparison's interval over "
+        "the reports. With REPORTs alone: the margin of every interleaved comparison in them. With --file: the "
+        "file's entries (each names its test and variants) derived again from the lowest of their recorded evidence "
+        "and the reports; --write saves them. With --file alone: the file as a table, checked against the rule "
+        "(exit 1 on a problem).",
+    )
+    p.add_argument("reports", nargs="*", metavar="REPORT", help="a saved report (.json or .json.gz)")
+    p.add_argument("--file", metavar="MARGINS", help="a margins file (kernels/<family>/margins.json here)")
+    p.add_argument("--write", action="store_true", help="save the derived entries to the margins file")
+    p.add_argument("--only", action="append", metavar="GLOB", help="update only the entries whose key matches; repeat for more")
+    p.add_argument("--reset", action="store_true", help="derive from the reports alone, forgetting the recorded evidence")
+    p.add_argument("--commit", metavar="SHA", help="the commit the reports measured, where they record none")
+    p.add_argument("--markdown", action="store_true", help="print the table as markdown (for a README)")
+    p.set_defaults(run=_cmd_margins)
     return parser
 
 

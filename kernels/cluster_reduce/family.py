@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 from pytest_gpuperf.compile.static import CudaModule
+from pytest_gpuperf.margins import MarginsFile
 
 SOURCE = Path(__file__).with_name("cluster_reduce.cu")
 SOURCES = (SOURCE,)
@@ -115,7 +116,7 @@ PERF_GRIDS: dict[str, Callable[[int], int]] = {
 
 # Block size per grid and variant in the perf tests: the fastest LINEAR block size of
 # `python -m kernels.cluster_reduce.sweep` on an NVIDIA H200 (132 SMs), 2026-11-21, cold L2,
-# out of 128/256/512/1024 (measurements/2026-11-21-h200-session1/sweep_cluster_reduce.json.gz).
+# out of 128/256/512/1024 (evidence/2026-11-21-h200-sweep-cluster_reduce.json.gz).
 # FFN was timed only at 512 threads there and uses the same block sizes.
 PERF_THREADS: dict[str, dict[str, int]] = {
     "one_cluster": {
@@ -196,57 +197,18 @@ PERF_CASES: tuple[PerfCase, ...] = (
     + _cases("dsmem_split_v8_vs_dsmem_v8", ("linear",), ("waves",))
 )
 
-# Margins gated by the perf tests, per architecture. Each sm90 margin comes from the interleaved
-# A/B measurement of that exact test (`pytest tests/cluster_reduce --gpu-perf
-# --gpu-perf-update-baselines` on an NVIDIA H200, 132 SMs, 2026-11-21, cold L2, PERF_THREADS block
-# sizes; measurements/2026-11-21-h200-session3/perf-update-report.json.gz, and on session 27's five H100 SXMs and one H200
-# and session 28's H100, 2026-11-25, measurements/2026-11-25-session2{7,8}/), by the project's rule
-# margin = floor(100 * 0.95 * ci_low) / 100 on the lowest ci_low over those GPUs: 5% headroom below
-# the lower end of the measured interval (99.5% on the H200, 99.75% on the H100s) of
-# t(second variant) / t(first variant). The H100
-# gains less from the 8-byte loads (1.40-1.42x against the H200's 1.54-1.57x at fill and waves), so
-# thirteen margins came down in session 27; five of them changed what they claim (noted below;
-# baseline_v8_vs_dsmem_v8/linear/fill went from 1.01 to 1.00: dsmem_v8 not faster, no lead claimed). A test passes when the lower end of its own
-# interval is at least the margin, fails when the upper end is below it.
-# Not from the sweep (separately timed medians, and FFN at 512 threads only): see the README.
-# A margin of 1.00 or below asserts the measured ordering only up to the headroom: 1.00 = the first
-# variant is not slower; 0.99 = the first variant is at most ~1% slower.
-# None = not measured on that architecture: the perf test measures and records the ratio only.
-SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
-    "sm90": {
-        # The note's claim, where the issue asks for it: DSMEM faster than the global re-read.
-        "dsmem_vs_baseline/linear/one_cluster": 1.05,  # measured 1.1466x [1.1404, 1.1516] (H200, 2026-11-21); sessions 27-28's lowest: 1.1200x [1.1151, 1.1253] (session 28 run 1)
-        "dsmem_vs_baseline/linear/fill": 1.02,  # measured 1.1098x [1.1037, 1.1132] (H200, 2026-11-21); session 27's lowest: 1.0842x [1.0787, 1.0882] (run 2)
-        "dsmem_vs_baseline/ffn/one_cluster": 1.06,  # measured 1.1447x [1.1393, 1.1498] (H200, 2026-11-21); sessions 27-28's lowest: 1.1247x [1.1190, 1.1297] (session 28 run 1)
-        "dsmem_vs_baseline/ffn/fill": 1.02,  # measured 1.1123x [1.1065, 1.1174] (H200, 2026-11-21); session 27's lowest: 1.0853x [1.0807, 1.0899] (run 3)
-        # The note's claim does not hold at 16 blocks per SM: these gates (1.00; 0.99 for ffn, whose
-        # H100 interval starts at 1.048) claim that dsmem is not faster than baseline there (by more than
-        # ~1%), i.e. the claim stays false; they do not claim baseline wins by 5%.
-        "baseline_vs_dsmem/linear/waves": 1.00,  # measured 1.0580x [1.0528, 1.0613] (H200, 2026-11-21); claims dsmem not faster; session 27's lowest: 1.0630x [1.0566, 1.0672] (run 6)
-        "baseline_vs_dsmem/ffn/waves": 0.99,  # measured 1.0626x [1.0551, 1.0641] (H200, 2026-11-21); claims dsmem at most ~1% faster; session 27's lowest: 1.0532x [1.0479, 1.0581] (run 2)
-        "baseline_v8_vs_baseline/linear/one_cluster": 1.79,  # measured 2.0473x [2.0356, 2.0564] (H200, 2026-11-21); sessions 27-28's lowest: 1.8990x [1.8917, 1.9106] (session 28 run 1)
-        "baseline_v8_vs_baseline/linear/fill": 1.33,  # measured 1.5433x [1.5366, 1.5503] (H200, 2026-11-21); session 27's lowest: 1.4088x [1.4046, 1.4174] (run 3)
-        "baseline_v8_vs_baseline/linear/waves": 1.32,  # measured 1.5713x [1.5624, 1.5762] (H200, 2026-11-21); session 27's lowest: 1.4030x [1.3969, 1.4076] (run 3)
-        "baseline_v8_vs_dsmem_v8/linear/one_cluster": 1.05,  # measured 1.1196x [1.1105, 1.1271] (H200, 2026-11-21); sessions 27-28's lowest: 1.1183x [1.1116, 1.1225] (session 28 run 1)
-        "baseline_v8_vs_dsmem_v8/linear/fill": 1.00,  # measured 1.0763x [1.0726, 1.0827] (H200, 2026-11-21); session 27's lowest: 1.0623x [1.0564, 1.0663] (run 3)
-        "baseline_v8_vs_dsmem_v8/linear/waves": 1.05,  # measured 1.1363x [1.1298, 1.1402] (H200, 2026-11-21); session 27's lowest: 1.1152x [1.1090, 1.1197] (run 3)
-        "baseline_v8_vs_dsmem_v8/ffn/waves": 1.04,  # measured 1.1085x [1.1051, 1.1119] (H200, 2026-11-21); session 27's lowest: 1.1103x [1.1060, 1.1135] (run 6)
-        "baseline_v8_vs_dsmem_split_v8/linear/one_cluster": 1.03,  # measured 1.0984x [1.0882, 1.1077] (H200, 2026-11-21); sessions 27-28's lowest: 1.0941x [1.0873, 1.0992] (session 28 run 1)
-        "baseline_v8_vs_dsmem_split_v8/linear/fill": 0.98,  # measured 1.0768x [1.0718, 1.0821] (H200, 2026-11-21); sessions 27-28's lowest: 1.0437x [1.0399, 1.0480] (session 28 run 1)
-        "baseline_v8_vs_dsmem_split_v8/linear/waves": 0.95,  # measured 1.0846x [1.0793, 1.0874] (H200, 2026-11-21); session 27's lowest: 1.0153x [1.0100, 1.0193] (run 4)
-        # Not the sweep's tie (0.996x, both at 512 threads): at the perf block sizes (256) baseline_v8 wins,
-        # by 8.8% on the H200 but 2.7-2.8% on the H100, so since session 27 the gates of split_v8 at waves
-        # (0.95, 0.96) and fill (0.99) bound dsmem_split_v8's lead to ~1-4% instead of claiming baseline_v8's.
-        "baseline_v8_vs_dsmem_split_v8/ffn/waves": 0.96,  # measured 1.0880x [1.0850, 1.0920] (H200, 2026-11-21); session 27's lowest: 1.0210x [1.0177, 1.0256] (run 4)
-        # Gate below 1: the rule gives 0.99, so this claims only that dsmem_split_v8 is at most ~1% slower
-        # than dsmem_v8 at waves (it measured 5.4% faster; a regression to a tie would still pass).
-        "dsmem_split_v8_vs_dsmem_v8/linear/waves": 0.99,  # measured 1.0536x [1.0486, 1.0579] (H200, 2026-11-21); claims split >= 0.99x of dsmem_v8; session 27's lowest: 1.0466x [1.0436, 1.0524] (run 6)
-    },
-}
-
-# Comparisons in SPEEDUP_MARGINS deliberately left ungated (None) on an architecture, with the
-# reason; a CPU test requires every other sm90 margin to be set. Empty: all 18 are gated on sm90.
-UNGATED: dict[str, dict[str, str]] = {"sm90": {}}
+# Margins gated by the perf tests, per architecture, each with the interval it came from (GPU,
+# date, commit): margins.json. They come from the interleaved A/B measurement of that exact test
+# (cold L2, PERF_THREADS block sizes) of t(second variant) / t(first variant), not from the sweep
+# (separately timed medians, and FFN at 512 threads only): see the README. A test passes when the
+# lower end of its own interval is at least the margin, fails when the upper end is below it. A
+# margin of 1.00 or below asserts the measured ordering only up to the headroom: 1.00 = the first
+# variant is not slower; 0.99 = the first variant is at most ~1% slower. An architecture without
+# a table measures and records the ratios only.
+MARGINS = MarginsFile.read(SOURCE.with_name("margins.json"))
+SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = MARGINS.table()
+# Comparisons deliberately left ungated on an architecture that has a table, with the reason.
+UNGATED: dict[str, dict[str, str]] = MARGINS.ungated()
 
 
 def speedup_margin(arch: str, key: str) -> float | None:

@@ -5,6 +5,7 @@ import dataclasses
 from pathlib import Path
 
 from pytest_gpuperf.compile.static import CudaModule
+from pytest_gpuperf.margins import MarginsFile
 
 SOURCES: tuple[Path, ...] = (Path(__file__).with_name("gemm_sm90.cu"),)
 
@@ -120,9 +121,10 @@ PERF_SHAPES: dict[str, tuple[int, int, int]] = {
 }
 
 # The launch each perf test uses, per shape and variant; DEFAULT_LAUNCH where a shape is not listed.
-# From sweep.py on an H200 (2026-11-21; each launch timed on its own, cold-L2 mode), which swept
-# raster x swizzle at 8192^3 only: the other shapes keep the default until a sweep tunes them
-# (sweep.py now does, and prints the entries to change here).
+# From sweep.py on an H200 (2026-11-21, evidence/2026-11-21-h200-sweep-gemm_schedules.json.gz;
+# each launch timed on its own, cold-L2 mode), which swept raster x swizzle at 8192^3 only: the
+# other shapes keep the default until a sweep tunes them (sweep.py now does, and prints the
+# entries to change here).
 PERF_LAUNCH: dict[str, dict[str, Launch]] = {
     "square8192": {
         # 1614.0 us [1613.0, 1628.7] = 681 TFLOP/s, 1.002 of cuBLAS (1616.6 us); along_n/swz4 tied
@@ -140,37 +142,19 @@ def perf_launch(shape: str, variant: str) -> Launch:
     return PERF_LAUNCH.get(shape, {}).get(variant, DEFAULT_LAUNCH)
 
 
-# Margins measured on each architecture, keyed "<fast>_vs_<baseline>[<shape>]". None = not yet
-# measured: the test then records the ratio without gating. A value below 1 gates "Ping-pong no
-# slower than this fraction of Cooperative" on shapes where the note's claim does not hold.
-# Margins come from the interleaved perf tests, not from the sweep. For scale,
-# the H200 sweep (separately timed) put Ping-pong over Cooperative at x1.066 (square4096),
-# x0.990 (square6144), x0.959 (square8192 at PERF_LAUNCH; x0.892 at the default launch),
-# x1.845 (decode_m16), x2.125 (decode_m128), x0.981 (k_heavy), x0.882 (irregular).
-# Ping-pong over Cooperative per shape, interleaved perf tests at PERF_LAUNCH (session 5 in
-# measurements/; the session-3 figures were invalid, see README), and on seven H100 SXMs and one H200 (sessions 27 and 28,
-# measurements/2026-11-25-session2{7,8}/). Rule: margin = floor(100 x 0.95 x ci_low) / 100 on the lowest
-# ci_low over those GPUs. On the H100 these GEMMs run at the power cap (SM clocks 1275-1755 MHz) and
-# each schedule's time moves between levels 10-15% apart, not together with the other's: at
-# square8192 Ping-pong's median was 1.75 / 1.83 ms and Cooperative's 1.81 / 1.60 ms on two machines,
-# so the ratio came out 1.030x and 0.871x (k_heavy 0.886x / 0.998x, square4096 0.908x / 0.997x);
-# each margin sits under the lowest interval (README, "Gates on NVIDIA H100 SXM"). Below 1.0 the gate asserts only that Ping-pong is not slower
-# than the margin allows: the note's "Ping-pong slightly faster on most shapes" holds at the square
-# shapes by 1-3% and at decode M=16/128 by ~2x, ties at k_heavy, and fails at irregular (0.905x) on
-# the H200; on the H100 it holds only at the decode shapes (1.43-1.80x).
-SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = {
-    "sm90": {
-        "pingpong_vs_cooperative[square4096]": 0.85,  # measured 1.0186x [1.0171, 1.0202] (H200, 2026-11-21, session 5); session 27's lowest: 0.9076x [0.9021, 0.9103] (run 1)
-        "pingpong_vs_cooperative[square6144]": 0.85,  # measured 1.0126x [1.0094, 1.0159] (H200, 2026-11-21, session 5); sessions 27-28's lowest: 0.9061x [0.9012, 0.9080] (session 28 run 1)
-        "pingpong_vs_cooperative[square8192]": 0.82,  # measured 1.0268x [1.0250, 1.0327] (H200, 2026-11-21, session 5); session 27's lowest: 0.8710x [0.8675, 0.8757] (run 2)
-        "pingpong_vs_cooperative[decode_m16]": 1.67,  # measured 1.9018x [1.8932, 1.9072] (H200, 2026-11-21, session 5); session 27's lowest: 1.7644x [1.7580, 1.7720] (run 1)
-        # measured 2.0107x [2.0042, 2.0223] (session 5), 1.6792x [1.671, 1.683] on another H200 (session 8,
-        # where Cooperative ran 18% faster than in session 5); the margin takes the lower machine.
-        "pingpong_vs_cooperative[decode_m128]": 1.33,  #session 27's lowest: 1.4114x [1.4084, 1.4156] (run 7)
-        "pingpong_vs_cooperative[k_heavy]": 0.81,  # measured 1.0007x [1.0002, 1.0011] (H200, 2026-11-21, session 5); session 27's lowest: 0.8632x [0.8579, 0.8662] (run 7)
-        "pingpong_vs_cooperative[irregular]": 0.78,  # measured 0.9050x [0.9001, 0.9081] (H200, 2026-11-21, session 5); session 27's lowest: 0.8337x [0.8314, 0.8360] (run 7)
-    },
-}
+# Margins per architecture, keyed "<fast>_vs_<baseline>[<shape>]", each with the interval it came
+# from (GPU, date, commit): margins.json. An architecture without a table records the ratios
+# ungated. A value below 1 gates "Ping-pong no slower than this fraction of Cooperative" on
+# shapes where the note's claim does not hold. Margins come from the interleaved perf tests at
+# PERF_LAUNCH, not from the sweep; for scale, the H200 sweep (separately timed) put Ping-pong over
+# Cooperative at x1.066 (square4096), x0.990 (square6144), x0.959 (square8192 at PERF_LAUNCH;
+# x0.892 at the default launch), x1.845 (decode_m16), x2.125 (decode_m128), x0.981 (k_heavy),
+# x0.882 (irregular). On the H100 SXM these GEMMs run at the power cap (SM clocks 1275-1755 MHz)
+# and each schedule's time moves between levels 10-15% apart, not together with the other's: at
+# square8192 Ping-pong over Cooperative came out 1.030x on one machine and 0.871x on another, so
+# the margins there bound the slowdown (README, "What did not hold, and why").
+MARGINS = MarginsFile.read(SOURCES[0].with_name("margins.json"))
+SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = MARGINS.table()
 
 # Required by issue 4 (a requirement, not a measurement): the faster schedule reaches at least this
 # fraction of cuBLAS's throughput at 8192^3.
@@ -179,9 +163,9 @@ CUBLAS_FRACTION_REQUIRED: dict[str, dict[str, float]] = {"sm90": {"square8192": 
 # The faster schedule, per architecture and shape, which that gate times against cuBLAS (measured,
 # so the test need not time both schedules again). H200 sweep, both at PERF_LAUNCH: Cooperative
 # 1614.0 us [1613.0, 1628.7] vs Ping-pong 1682.2 us [1680.7, 1690.6], Ping-pong at x0.959.
-# If the interleaved test_pingpong_vs_cooperative[square8192] ever puts Ping-pong ahead, switch.
-# Session 5's interleaved test put Ping-pong ahead at 8192^3 with the tuned launch
-# (1.0268x [1.0250, 1.0327]), so the gate now times Ping-pong.
+# The interleaved test_pingpong_vs_cooperative[square8192] put Ping-pong ahead at 8192^3 with the
+# tuned launch (H200, 2026-11-22: 1.0268x [1.0250, 1.0327]), so the gate times Ping-pong; switch
+# if that test ever puts Cooperative ahead on the H200.
 FASTER_SCHEDULE: dict[str, dict[str, str]] = {"sm90": {"square8192": "pingpong"}}
 
 # GPU models (the name NVML reports) on which CUBLAS_FRACTION_REQUIRED is not reliably met, with
@@ -190,7 +174,7 @@ FASTER_SCHEDULE: dict[str, dict[str, str]] = {"sm90": {"square8192": "pingpong"}
 CUBLAS_SHORTFALLS: dict[str, dict[str, str]] = {
     "sm90": {
         "NVIDIA H100 80GB HBM3": (
-            "H100 SXM 2026-11-25 (session 27, six machines): Ping-pong at 8192^3 reached 0.892x "
+            "H100 SXM 2026-11-25 (six machines): Ping-pong at 8192^3 reached 0.892x "
             "[0.887, 0.898] and 0.894x of cuBLAS on two, 1.016x to 1.041x on the other four; "
             "power-capped, the schedules' "
             "times move between levels 10-15% apart there, so the required 0.95x holds on some H100s only"

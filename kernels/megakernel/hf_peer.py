@@ -3,13 +3,13 @@ one decode step captured in a CUDA graph, with the same random weights as the me
 
 The peer must compute the same function as the megakernel before its time means anything, so
 ``check_logits`` compares its logits with ours (bf16 tolerance, same argmax) and the tests and the
-sweep refuse to time a peer that fails it. Session 2 on the H200 timed a peer that did not
+sweep refuse to time a peer that fails it. An early version of this peer, timed on an H200, did not
 (relative L2 1.17 against the megakernel): transformers 5.x's ``StaticLayer`` ignores
 ``cache_position`` and writes each step at its own ``cumulative_length`` counter, which every
 forward, and so every graph replay, advances by one. The captured step therefore wrote its keys
 at a drifting row, attended to the wrong number of keys (the mask reads the same counter), and
 after ``max_cache_len`` replays indexed past the cache: the ``index_copy_`` device-side assert
-that ended session 3. Here every step first sets each layer's counter to the step's position (an
+that stopped a perf run. Here every step first sets each layer's counter to the step's position (an
 op on the device, so the captured graph does it too), which makes the write row and the mask
 follow ``cache_position`` as on transformers versions that honour it.
 
@@ -18,7 +18,7 @@ the rotary ``inv_freq`` buffer to bf16 (a checkpoint loaded in bf16 keeps it in 
 restored; and rows past the step's position are zeroed in the cache, for versions that derive the
 sequence length from non-zero rows.
 
-Session 5's "relative L2 0.88 at position 7" was not the peer: test_correctness.py's check of the
+A "relative L2 0.88 at position 7" seen on an H200 (2026-11-22) was not the peer: test_correctness.py's check of the
 peer against the float32 reference passed in that run; the perf fixture compared the peer (fresh
 prefill) with our step on a KV cache whose rows 1, 10, 50, ... earlier timed steps had written.
 The reference on such a cache gives exactly that (0.889 at 7, 0.825 at 600). Expected logits
@@ -44,7 +44,7 @@ from kernels.megakernel.config import HEAD_DIM, ModelConfig
 # megakernel keeps activations in float32. A NumPy emulation of transformers' bf16 rounding points
 # against the float32 reference (full model, seed 0, KV prefill seed 1, token 1234) gave relative
 # L2 0.023 / 0.045 / 0.052 at positions 7 / 200 / 600, max |logit difference| 0.06 / 0.15 / 0.16
-# (logits have std 0.65, top logit about 3.1). A different function (the session-2 peer) gives
+# (logits have std 0.65, top logit about 3.1). A different function (the early peer above) gives
 # about 1.2. So: relative L2 at most 0.15, and the same argmax unless our top two logits are
 # within ARGMAX_TIE of each other, in which case the peer's argmax must be one of our tokens within
 # ARGMAX_TIE of the top.

@@ -65,7 +65,7 @@ constexpr int kLmClaimSlot = 2 * kKVHeads + 3; // counters[]: LM-head chunks cla
 constexpr int kLmDoneSlot = 2 * kKVHeads + 4;  // counters[]: blocks done with the LM head (MK_LM_DYNAMIC)
 // Fewest keys per split-attention unit in the dataflow variants (a whole number of tiles): every
 // further unit costs the combine a record, and the combine itself a round trip to L2. 64 keys (the
-// most attention_unit_preloaded takes) measured best on the H200 (session 11: at p=50 0.709 vs
+// most attention_unit_preloaded takes) measured best on the H200 (2026-11-22: at p=50 0.709 vs
 // 0.739 ms/token with 32; 128 slower at every position from 10 to 1000, its units no longer preload).
 #ifndef MK_ATTN_MIN_CHUNK
 #define MK_ATTN_MIN_CHUNK 64
@@ -73,9 +73,9 @@ constexpr int kLmDoneSlot = 2 * kKVHeads + 4;  // counters[]: blocks done with t
 constexpr int kAttnMinChunk = MK_ATTN_MIN_CHUNK;
 // dataflow_splitk_o aims at blocks / 8 / MK_SPLITK_O_UNITS_DIVISOR units per kv head (the others at
 // blocks / 8): every O block of the head merges every unit's record, so long sequences may want
-// fewer, longer units. On the H200, session 12 (ms at p = 100 / 200 / 1000): 64-key units at most
+// fewer, longer units. On the H200, 2026-11-22 (ms at p = 100 / 200 / 1000): 64-key units at most
 // 16 per head 0.678 / 0.694 / 0.766, at least 128 keys 0.706 / 0.709 / 0.748, so a divisor of 2
-// (8 units per head) was kept; session 13, once a unit's q/k/v loads flew together (LLIO::load_head),
+// (8 units per head) was kept; once a unit's q/k/v loads flew together (LLIO::load_head),
 // 16 per head measured 1.004x / 1.003x / 1.008x faster than 8 at p = 1 / 200 / 1000: 1 again.
 #ifndef MK_SPLITK_O_UNITS_DIVISOR
 #define MK_SPLITK_O_UNITS_DIVISOR 1
@@ -511,7 +511,7 @@ struct StreamSlice {
 // dataflow_splitk_o: the attention outputs (rows of W_o^T) block b computes and projects. The blocks
 // form kKVHeads groups of nb / kKVHeads (launch.py ensures nb >= kKVHeads), group g splitting kv head
 // g's kGqa * 128 outputs; blocks past the last group have none. (Half slices for the unit blocks,
-// their other halves on those spare blocks, measured 0.992-0.993x at p <= 50 on the H200, session 18.)
+// their other halves on those spare blocks, measured 0.992-0.993x at p <= 50 on the H200, 2026-11-24.)
 __device__ __forceinline__ void o_split_rows(int b, int nb, int* row0, int* nrows) {
     const int per_group = nb / kKVHeads, g = b / per_group;
     if (g >= kKVHeads) {
@@ -532,7 +532,7 @@ __device__ __forceinline__ void o_split_rows(int b, int nb, int* row0, int* nrow
 // `light` the units): those blocks take fewer QKV and gate/up (so down) rows where that saves each
 // of them a whole ring page and costs no other block one. The others take their uniform share
 // rounded up to whole pages and the unit blocks share the rest. A straggler there holds up every
-// consumer of the exchange after the GEMV. H200 (session 16, A/B at p = 1 / 100 / 200): 1.011x /
+// consumer of the exchange after the GEMV. H200 (2026-11-24, A/B at p = 1 / 100 / 200): 1.011x /
 // 0.995x / 0.997x with the rest shared at every unit count; at p >= 64 (2 units per kv head and
 // more) it saves the unit blocks no page, and this rule leaves the uniform split there.
 #ifndef MK_UNIT_LIGHT
@@ -815,9 +815,9 @@ __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRi
 // (computing them here costs 64-bit divisions per page).
 // MK_LM_DYNAMIC (paced rings): the block's stream ends with its static LM-head rows; the LM head
 // then issues its claimed chunks itself (LmIssue), and no placeholder may take their slots.
-// Against the static split (session 19, dataflow_splitk_o, A/B at p = 1 / 100 / 200 / 1000): H100
-// run 7 1.004x / 1.005x / 1.005x / 1.002x; H200 run 4 (the issuing then inlined at every ring
-// issue) 1.007x / 1.007x / 1.008x / 0.996x.
+// Against the static split (2026-11-24, dataflow_splitk_o, A/B at p = 1 / 100 / 200 / 1000): H100
+// 1.004x / 1.005x / 1.005x / 1.002x; H200 (the issuing then inlined at every ring issue) 1.007x /
+// 1.007x / 1.008x / 0.996x.
 #ifndef MK_LM_DYNAMIC
 #define MK_LM_DYNAMIC 1
 #endif
@@ -826,7 +826,7 @@ constexpr int kLmSeg = 4 * kLayers;
 constexpr int kLmPageRows = ring_page_rows(kHidden, 1);
 // Pages per group in the paced rings' LM head (MK_LM_GROUP), and per claimed chunk. With groups of
 // 3 of the 5 slots, the next group's third page was issued only once the group before it had been
-// computed, and every group waited for it: the traced LM head (session 21, dataflow_splitk_o at p=1)
+// computed, and every group waited for it: the traced LM head (2026-11-25, dataflow_splitk_o at p=1)
 // waited 33.8 us for pages on the H200 and took 67.2 us; in groups of 2 it waits 12.3 us and takes
 // 65.0 (H100: 95.6 -> 93.9 us). A/B at p = 1 / 200 / 1000: H200 1.001x / 1.003x / 1.004x, H100
 // 1.001x / 1.000x / 1.0015x; groups of 1 page 0.96x and 0.995x (a block barrier per page).
@@ -884,7 +884,7 @@ __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
 #endif
 constexpr int kRingPacedInFlight = MK_RING_PACED_IN_FLIGHT;
 // dataflow_splitk's pace: with the bulk reductions sharing the memory system, one page at a time
-// measured best on the H200 (session 11, p=1 / 200: 1 page 0.678 / 0.733 ms, 2 pages 0.697 / 0.751,
+// measured best on the H200 (2026-11-22, p=1 / 200: 1 page 0.678 / 0.733 ms, 2 pages 0.697 / 0.751,
 // 3 pages 0.700 / 0.752).
 #ifndef MK_SPLITK_PACED_IN_FLIGHT
 #define MK_SPLITK_PACED_IN_FLIGHT 1
@@ -893,7 +893,7 @@ template <int kSplit>
 constexpr int kPacedInFlight = kSplit ? MK_SPLITK_PACED_IN_FLIGHT : MK_RING_PACED_IN_FLIGHT;
 static_assert(kRingPacedInFlight >= 1 && kRingPacedInFlight <= kRingSlots, "pages in flight: 1 .. kRingSlots");
 // The pace of the blocks that run attention units: they issue no page while they compute, and
-// fall behind in their ring. H200 (session 13, dataflow_splitk_o at p = 1 / 200 / 1000 against
+// fall behind in their ring. H200 (2026-11-22, dataflow_splitk_o at p = 1 / 200 / 1000 against
 // their pace of 1): 2 pages 1.002x / 1.014x / 1.025x, 3 pages 1.001x / 1.014x / 1.023x (at p=1000
 // nearly every block runs a unit; every block at pace 2 measured 0.962x / 0.983x / 1.001x).
 // Pumping the ring while a unit waits for its q/k/v instead: 0.989x / 0.996x / 0.990x.
@@ -924,7 +924,7 @@ __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_i
 // words and the issuing warp spins on its slots' mbarriers, issuing the next page (at the same
 // pace) as soon as one lands, until the probing warp posts the wait's id. Otherwise the issuing
 // warp polls and pumps in turn, so it sees a page land only once per poll's L2 round trip. H200
-// (session 14, dataflow_splitk_o at p = 1 / 200 / 1000): 1.034x / 1.035x / 0.994x; with the units'
+// (2026-11-22, dataflow_splitk_o at p = 1 / 200 / 1000): 1.034x / 1.035x / 0.994x; with the units'
 // pumping (MK_UNIT_PUMP) 1.040x / 1.037x / 1.036x; dataflow_splitk 1.011x / 1.019x / 1.020x.
 #ifndef MK_PUMP_WARP
 #define MK_PUMP_WARP 1
@@ -1032,12 +1032,12 @@ __device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, 
 // static rows [b, b + 1) x kLmStaticRows, which the last layer's pumps prefetch as any other page;
 // the rest goes in chunks of one page group (kLmChunkRows), each block taking the next unclaimed
 // one (an atomic counter) until none is left. In the LM head the issuing warp issues every page
-// (LmIssue, from one place: code inlined at every ring issue cost 1 us per layer, session 19 run
-// 3): the rest of the static rows, then the claimed chunks, asking for the next chunk a chunk
+// (LmIssue, from one place: code inlined at every ring issue cost 1 us per layer, H200 2026-11-24):
+// the rest of the static rows, then the claimed chunks, asking for the next chunk a chunk
 // ahead so the atomic's round trip overlaps the pages; it leaves each page's first row in
 // s.misc[kLmSlotRowSlot + slot] for the consumer, and after the last chunk an end marker (-1, a
 // slot completed without a copy). With a static split the step ended with the slowest block's
-// slice: blocks' LM heads took 68-80 us (H200, session 18 run 3), some SMs persistently slower.
+// slice: blocks' LM heads took 68-80 us (H200, 2026-11-24), some SMs persistently slower.
 __device__ __forceinline__ int* lm_slot_rows(const Shared& s) { return reinterpret_cast<int*>(s.misc + kLmSlotRowSlot); }
 __device__ __forceinline__ int lm_vocab(const Shared& s) { return reinterpret_cast<const int*>(s.misc)[kLmVocabSlot]; }
 
@@ -1104,7 +1104,7 @@ struct LmIssue {
 // group issues at most one more page (ring_pump); in the LM head (no exchange follows) every free
 // slot is refilled as in the unpaced ring.
 // Iterations of ring_gemv's dot-product loop unrolled (their shared-memory loads in flight together):
-// the loop is latency-bound (4 iterations for K = 1024). H200 (session 13, dataflow_splitk_o at
+// the loop is latency-bound (4 iterations for K = 1024). H200 (2026-11-22, dataflow_splitk_o at
 // p = 1 / 200 / 1000 against 2): 4 1.014x / 1.017x / 1.015x, 1 0.997x / 1.004x / 1.006x.
 #ifndef MK_RING_DOT_UNROLL
 #define MK_RING_DOT_UNROLL 4
@@ -1309,7 +1309,7 @@ struct LLIO {
     __device__ __forceinline__ float load(const float* p) const { return ll_load(word(p), flag); }
     __device__ __forceinline__ void store(float* p, float v) const { ll_store(word(p), v, flag); }
     // PlainIO::load_head with the four words in flight together. Loading and polling each in turn
-    // put up to four L2 round trips in front of the attention: H200 (session 13), dataflow_splitk_o
+    // put up to four L2 round trips in front of the attention: H200 (2026-11-22), dataflow_splitk_o
     // 0.992x / 0.980x / 0.988x at p = 1 / 200 / 1000 that way.
     __device__ __forceinline__ void load_head(const float* head, float (&x)[4]) const {
         const int lane = threadIdx.x & 31;
@@ -1367,7 +1367,7 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
     if constexpr (IO::kLL) {
         // LL inputs: the norm weights and the rotation in registers before the wait for x (words
         // from other blocks); loaded after it, their round trip followed the wait on the attention's
-        // path (H200, session 13, with the same in rmsnorm_acc and rmsnorm_ll: 1.009x / 1.013x /
+        // path (H200, 2026-11-22, with the same in rmsnorm_acc and rmsnorm_ll: 1.009x / 1.013x /
         // 1.003x at p = 1 / 200 / 1000). Plain inputs (after a grid barrier) keep the old order:
         // the stream variant has no registers to spare for them (it spilled, and ran 4.5% slower).
         float gain[4];
@@ -1772,8 +1772,8 @@ constexpr int kAttnPreloadTiles = 2;
 // MK_UNIT_KV_PREFETCH (dataflow_splitk_o): each block asks for its unit's keys and values in L2 at
 // the start of their layer, before its input RMSNorm's wait. The unit loads them while it waits for
 // its q/k/v; at p=1000 (every block runs a unit) those loads outlasted the wait, 3.0 us against 1.5
-// when loaded after it (H100, session 22 runs 2 and 4). A/B at p = 1 / 200 / 1000: H100 1.009x / 1.019x
-// / 1.015x and 1.007x / 1.018x / 1.014x, H200 1.004x / 1.014x / 1.007x (runs 5-7); asked for at the
+// when loaded after it (H100, 2026-11-25). A/B at p = 1 / 200 / 1000: H100 1.009x / 1.019x / 1.015x
+// and 1.007x / 1.018x / 1.014x (two machines), H200 1.004x / 1.014x / 1.007x; asked for at the
 // unit's start 0.99x / 1.007x / 0.99x (with the loads after the wait), half a layer earlier 1.000x /
 // 1.015x / 1.007x (H100) and 0.998x / 1.008x / 0.993x (H200).
 #ifndef MK_UNIT_KV_PREFETCH
@@ -1789,9 +1789,9 @@ __device__ __forceinline__ void prefetch_unit_kv(const MegakernelParams& P, int 
 // MK_UNIT_KEYS_SHARED (dataflow_splitk_o, with MK_UNIT_KV_PREFETCH; sm_90 and the emulator): the keys
 // of the block's first unit, when it preloads (at most kAttnPreloadTiles tiles), are copied into shared
 // memory (s.unit_keys, one bulk copy) where prefetch_unit_kv would ask for them in L2; only the values
-// are then loaded while the unit waits for its q/k/v. Session 23, A/B at p = 1 / 200 / 1000: H200
-// 0.996x / 0.998x / 1.008x and 0.998x / 1.001x / 1.007x (runs 2, 3), H100 1.000x / 1.002x / 1.002x (run
-// 1); the traced q/k/v wait at p=1000 2.20 -> 1.69 us (H200) and 2.43 -> 1.91 us (H100). Copied only
+// are then loaded while the unit waits for its q/k/v. A/B at p = 1 / 200 / 1000 (2026-11-25): H200
+// 0.996x / 0.998x / 1.008x and 0.998x / 1.001x / 1.007x (two runs), H100 1.000x / 1.002x / 1.002x;
+// the traced q/k/v wait at p=1000 2.20 -> 1.69 us (H200) and 2.43 -> 1.91 us (H100). Copied only
 // once units are busy (MK_UNIT_PUMP's share): the same at p=1. Values loaded after the wait: 0.991x /
 // 0.998x / 1.003x (H200).
 #ifndef MK_UNIT_KEYS_SHARED
@@ -1807,8 +1807,8 @@ __host__ __device__ constexpr bool unit_keys_shared_built() {
 }
 // MK_UNIT_WARP_KEYS (with MK_UNIT_KEYS_SHARED; 0: off): a unit of at most this many keys has its values
 // copied into s.unit_keys too (after a tile of keys), and is computed by one warp per q head once its
-// q/k/v are in (unit_by_warps: no block barrier between its scores, softmax and P.V). Session 23, A/B
-// against 0 at p = 1 / 10 / 200 / 1000 (units of 2, 11, 9 and 41 keys; run 8 H100, run 9 H200):
+// q/k/v are in (unit_by_warps: no block barrier between its scores, softmax and P.V). A/B (2026-11-25)
+// against 0 at p = 1 / 10 / 200 / 1000 (units of 2, 11, 9 and 41 keys; an H100, then an H200):
 // 8 keys 1.005x / 1.000x / 0.999x / 1.002x and 1.007x / 0.998x / 1.001x / 0.999x; 16 and 32 keys slower
 // at p=10 (0.984x, H100: a warp's 11 keys one group after another); unrolled over 8 or 16 keys
 // (10,648 / 11,720 SASS instructions against 9,952) 0.995-1.013x, no better at p=1 and slower at p=10.
@@ -1902,9 +1902,9 @@ constexpr int kSlotsPerWarp = 32 / (kThreads / kAttnTile);  // key slots of a ti
 // compute scores and P.V (fused_stream would spill registers).
 // A unit of n keys fills ceil(n / 2) warps of the first tile: at p=1 (2 keys) one warp of 16. With
 // every warp working (0), the 15 idle warps' shuffles, shared-memory loads and partial sums kept
-// the unit's scores, softmax and P.V at 1.6-1.7 us whatever its keys (H200, session 17 run 2: the
-// same 1.63 us when that code ran a second time in a row, its K/V already in registers). Runs 3-4:
-// 1.021-1.031x at p=1, 1.003-1.008x at p=50, 0.993-0.999x with full units (p >= 200).
+// the unit's scores, softmax and P.V at 1.6-1.7 us whatever its keys (traced on an H200, 2026-11-24:
+// the same 1.63 us when that code ran a second time in a row, its K/V already in registers). Two A/B
+// runs: 1.021-1.031x at p=1, 1.003-1.008x at p=50, 0.993-0.999x with full units (p >= 200).
 #ifndef MK_UNIT_KEY_WARPS
 #define MK_UNIT_KEY_WARPS 1
 #endif
@@ -1914,10 +1914,10 @@ constexpr bool kUnitKeyWarps = MK_UNIT_KEY_WARPS != 0;
 // MK_UNIT_SCORE_RS: a lane's four partial dot products (2 tiles x 2 q heads) summed over its 16
 // lanes by one reduce-scatter, 5 shuffles instead of 4 x 4 (the same additions in the same order);
 // MK_UNIT_SMALL_SOFTMAX: the softmax of at most 64 keys as two values per lane, without the general
-// loop's unrolled remainder handling (same results). H200, session 17 run 5, at p = 1 / 50 / 200 /
+// loop's unrolled remainder handling (same results). H200, 2026-11-24, at p = 1 / 50 / 200 /
 // 1000 against neither: both 1.007x / 1.018x / 1.013x / 1.027x, the reduce-scatter alone 1.000x /
 // 1.011x / 1.008x / 1.016x (the scores of a full unit 0.90 -> 0.44 us). The same exchange for P.V
-// (both heads at once, 8 shuffles instead of 16) measured 1.000x / 0.998x / 0.999x / 0.998x (run 6).
+// (both heads at once, 8 shuffles instead of 16) measured 1.000x / 0.998x / 0.999x / 0.998x.
 #ifndef MK_UNIT_SCORE_RS
 #define MK_UNIT_SCORE_RS 1
 #endif
@@ -1931,7 +1931,7 @@ constexpr bool kUnitSmallSoftmax = MK_UNIT_SMALL_SOFTMAX != 0 && kAttnPreloadTil
 // share of the blocks run attention units, their ring keeps the others' pace and, while a unit
 // waits for its q/k/v, the issuing warp pumps the ring (the unit's tasks run on the other warps and
 // count themselves done in s.misc[kUnitTasksSlot]). With fewer units, their blocks keep the pace
-// MK_ATTN_BLOCK_PACE and the tasks stay on warps 0-3. H200 (session 14, against no unit pumping,
+// MK_ATTN_BLOCK_PACE and the tasks stay on warps 0-3. H200 (2026-11-22, against no unit pumping,
 // p = 1 / 200 / 400 / 600 / 1000): 25% 0.992x / 0.997x / 1.003x / 1.012x / 1.036x with the tasks moved
 // at every unit count; below the share the move alone cost 0.4% at p=1, hence the two layouts.
 #ifndef MK_UNIT_PUMP
@@ -2104,7 +2104,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 // the ring, MK_PUMP_WARP; else the issuing warp, pumping between polls); a group of
 // lanes merges each output, lane j taking units j, j + lanes, ..., and the lanes meet by
 // shuffles (max, then the rescaled sums). As few lanes as the units need, at most kMergeLanes:
-// every busy lane polls L2 until its words land, and on the H200 (session 12, ms at p = 1 / 200 /
+// every busy lane polls L2 until its words land, and on the H200 (2026-11-22, ms at p = 1 / 200 /
 // 1000, 1 / 4 / 16 units) one lane per output measured 0.655 / 0.708 / 0.868 (16 units one
 // after another), 8 lanes 0.673 / 0.698 / 0.758, 32 lanes 0.688 / 0.714 / 0.788.
 #ifndef MK_MERGE_LANES
@@ -2148,7 +2148,7 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
     if (threadIdx.x == kRecordProbeWarp * 32)  // trace event 27: the records' probes seen
         mk_trace[blockIdx.x * MK_TRACE_STRIDE + (wait_id - 1) / 4 * MK_TRACE_EVENTS_PER_LAYER + 27] = clock64();
 #endif
-    // No block barrier: the other warps load and poll their few words at once (H200, session 12:
+    // No block barrier: the other warps load and poll their few words at once (H200, 2026-11-22:
     // 0.654 vs 0.663 ms at p=1 when they waited for the probes; 1024 accumulator words per block
     // polled that way instead made every step 6-10% slower, so rmsnorm_acc keeps its barrier).
     int lanes = 1;  // per output: the units rounded up to a power of two, at most kMergeLanes
@@ -2259,7 +2259,7 @@ __device__ __forceinline__ void ring_splitk(Ring& ring, int seg, const float* ac
 #ifndef MK_ACC_STRIDE
 #define MK_ACC_STRIDE 1
 #endif
-// Measured on the H200 (session 11, dataflow_splitk vs dataflow at p=1 / 200): one copy, stride 1,
+// Measured on the H200 (2026-11-22, dataflow_splitk vs dataflow at p=1 / 200): one copy, stride 1,
 // one atomic per output 1.005x / 1.034x; stride 4 0.968x / 0.986x; stride 16 0.930x / 0.957x; 4
 // copies 0.979x / 1.006x; bulk 1.021x / 1.039x. Spreading the words over more L2 lines or copies
 // only adds requests: what costs is the number of requests, which the bulk reduction cuts to a
@@ -2276,7 +2276,7 @@ constexpr bool kAccBulk = false;  // no bulk reduction before sm_90: one atomic 
 constexpr bool kAccBulk = MK_ACC_BULK != 0 && kHidden * 8 <= kGqa * kAttnMaxChunk * 4;
 #endif
 // With the bulk reduction, what costs is then the L2 lines' serialised adds, 132 blocks' into the
-// same 64 lines: two copies halve them for twice the reader's loads. H200 (session 13,
+// same 64 lines: two copies halve them for twice the reader's loads. H200 (2026-11-22,
 // dataflow_splitk_o at p = 1 / 200 / 1000 against one copy): 2 copies 1.038x / 1.020x / 1.021x,
 // 3 copies 1.034x / 1.016x / 1.016x, 4 copies 1.022x / 1.002x / 1.003x. With one atomic per output
 // one copy measured best (above).
@@ -2840,8 +2840,8 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
     if constexpr (T::splitk_o) {
         // dataflow_splitk_o by half layers, so that the code both halves share (the RMSNorm reading an
         // accumulator, the split-K projection and its publication) is emitted once: the step's code
-        // is at the edge of what the instruction cache holds (HISTORY.md, session 20: 1-1.6% faster than
-        // the layer loop below). Half 2L runs the input RMSNorm, QKV and attention of layer L, then
+        // is at the edge of what the instruction cache holds (DESIGN.md, "The LM head, and code
+        // size": 1-1.6% faster than the layer loop below, 2026-11-25). Half 2L runs the input RMSNorm, QKV and attention of layer L, then
         // its O projection split over K: the units leave (o, max, sum) records as LL words, each
         // block merges those of its rows [o0, o0 + no) of W_o^T (o_split_rows) into s.vec and adds
         // its partial of the whole O output into the layer's O accumulator, so neither a combine nor

@@ -55,7 +55,7 @@ def _time(launch: Any, name: str, **kwargs: Any) -> Any:
 def copy_bandwidth() -> float:
     """The device's SM copy bandwidth, bytes read + written per second (the roofline's rate).
 
-    Session 1 timed a cudaMemcpy captured in a graph here; graphs run it on the copy engines
+    An early version timed a cudaMemcpy captured in a graph here; graphs run it on the copy engines
     (2.76 TB/s on the H200 against 4.2 TB/s for an SM copy), which inflated every roofline
     fraction by half. The plugin's copy kernel is the one ceiling all families use.
     """

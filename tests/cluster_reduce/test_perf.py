@@ -3,10 +3,10 @@
 The note's claim (18.59 -> 15.04 us on an H100, one cluster of 16384 fp16 per block) is
 `dsmem_vs_baseline/*/one_cluster`; the issue also asks for it on a grid that fills the GPU
 (`dsmem_vs_baseline/*/fill`). The other cases gate, with the measured winner first, where the
-claim does not hold on an H200 (kernels/cluster_reduce/README.md, "Gates on NVIDIA H200").
-Cases, block sizes and margins come from kernels/cluster_reduce/family.py; the sm90 margins are
-from the interleaved runs of these tests on H200s and H100s (tests/margin_rule.py); a None margin measures and records the ratio
-without gating.
+claim does not hold (kernels/cluster_reduce/README.md, "What did not hold, and why").
+Cases and block sizes come from kernels/cluster_reduce/family.py, margins from margins.json beside
+it (sm90: the lowest interval of these tests' interleaved runs on H200s and H100s); where there is
+no margin the test measures and records the ratio without gating.
 """
 from __future__ import annotations
 

@@ -21,7 +21,6 @@ from kernels.cluster_reduce.family import (
 )
 from kernels.cluster_reduce.launch import all_kernel_names, check_arguments, kernel_name, shared_bytes
 from kernels.cluster_reduce.reference import make_input, race_breakdown, racy_reference, reference
-from tests.margin_rule import SESSIONS_27_28_REPORTS, lowest_comparisons, margin_rule
 
 
 def test_input_is_seeded_fp16_without_zeros() -> None:
@@ -169,30 +168,3 @@ def test_every_sm90_comparison_is_gated() -> None:
     for key, margin in margins.items():
         assert margin is None or 0.5 < margin < 5.0, f"{key}: implausible margin {margin}"
 
-
-def test_sm90_margins_follow_the_rule_from_their_comments() -> None:
-    """Each sm90 margin line cites its interleaved measurements (the H200's of 2026-11-21, then the
-    lowest of session 27's and 28's machines), the margin is the project's rule on the lower of the
-    two, and the comments agree with the reports."""
-    line = re.compile(
-        r'^\s*"(?P<key>[^"]+)": (?P<margin>[0-9.]+),\s*# measured (?P<speedup>[0-9.]+)x '
-        r"\[(?P<low>[0-9.]+), (?P<high>[0-9.]+)\] \(H200, 2026-11-21\)(?P<rest>.*)"
-    )
-    later = re.compile(
-        r"(?:session 27|sessions 27-28)'s lowest: (?P<speedup>[0-9.]+)x \[(?P<low>[0-9.]+), (?P<high>[0-9.]+)\] "
-        r"\((?:session 28 )?run \d+\)"
-    )
-    text = SOURCE.with_name("family.py").read_text()
-    cited = {m["key"]: m for m in map(line.match, text.splitlines()) if m}
-    gated = {key: margin for key, margin in SPEEDUP_MARGINS["sm90"].items() if margin is not None}
-    assert set(cited) == set(gated)
-    module = "tests/cluster_reduce/test_perf.py"
-    reported = {name.partition("[")[2].rstrip("]"): c for name, c in lowest_comparisons(module, SESSIONS_27_28_REPORTS).items()}
-    for key, m in cited.items():
-        second = later.search(m["rest"])
-        assert second, f"{key}: cite the lowest interval of sessions 27-28"
-        for i in (m, second):
-            assert float(i["low"]) <= float(i["speedup"]) <= float(i["high"]), key
-        assert float(m["margin"]) == gated[key], key
-        assert gated[key] == margin_rule(min(float(m["low"]), float(second["low"]))), key
-        assert round(reported[key]["ci_low"], 4) == float(second["low"]), key

@@ -33,8 +33,8 @@ pytestmark = pytest.mark.gpu_perf(machine_noise=0.16, calibrated_noise=0.16)
 
 def assert_nothing_escaped(after: str) -> None:
     """The GPU is idle once a measurement returns: nothing was left on a stream the timing events
-    did not bracket (H200 session 3: cuBLAS calls piled up on another stream and overlapped later
-    measurements). A partial guard: see problem.drain_device."""
+    did not bracket (an H200 run, 2026-11-22: cuBLAS calls piled up on another stream and overlapped
+    later measurements). A partial guard: see problem.drain_device."""
     from kernels.gemm_schedules.problem import ESCAPED_WORK_LIMIT_S, drain_device
 
     busy_s = drain_device()

@@ -135,7 +135,7 @@ def test_emulated_splitk_o_merge_lanes_take_several_units() -> None:
 @pytest.mark.parametrize("defines", [("MK_PUMP_WARP=0", "MK_UNIT_PUMP=0"), ("MK_UNIT_PUMP=1",)],
                          ids=["issuing-warp-polls", "units-always-pump"])
 def test_emulated_splitk_o_pumping_layouts(defines: tuple[str, ...]) -> None:
-    """The waits without a pump warp (the issuing warp polls and pumps in turn, as before session 14),
+    """The waits without a pump warp (the issuing warp polls and pumps in turn, as the first version did),
     and the attention units' pumping layout at every unit count (the default takes it only once 25%
     of the grid runs units: 24 blocks at position 100 run 4 units, 2 per kv head, below that share;
     the default tests above cover both sides of it)."""
@@ -208,7 +208,7 @@ def test_emulator_rejects_bad_arguments() -> None:
 
 @pytest.mark.parametrize("page_bytes", [16384, 8192])
 def test_emulated_ring_with_smaller_pages(page_bytes: int) -> None:
-    """MK_PAGE_BYTES (session 21's A/B builds; 32 KB by default): the tiny model's pages shrink to 32
+    """MK_PAGE_BYTES (A/B builds with smaller pages; 32 KB by default): the tiny model's pages shrink to 32
     and 16 rows, so every GEMV takes more page groups, the O slice spans several pages, and the LM head's
     chunks shrink with them."""
     check_emulated_step(WIDE_VOCAB, "dataflow_splitk_o", 7, 100, False, defines=(f"MK_PAGE_BYTES={page_bytes}",))

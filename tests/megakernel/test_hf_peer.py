@@ -30,7 +30,7 @@ def test_bf16_sized_noise_passes() -> None:
 
 
 def test_a_different_function_fails() -> None:
-    """The session-2 peer: another model's logits (relative L2 about 1.2)."""
+    """An early peer's failure: another model's logits (relative L2 about 1.2)."""
     check = check_logits(logits(seed=5), logits(seed=6))
     assert not check.ok and check.rel_l2 > PEER_MAX_REL_L2 and "relative L2" in check.why
 
@@ -90,10 +90,10 @@ def test_family_gates_name_known_variants() -> None:
 
 
 def test_target_shortfalls_are_per_gpu_model_and_position(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The H200 falls short of the roofline target from p=100 on (it gates normally at p = 1 and 10
-    since session 17, at p=50 since session 19), the H100 nowhere (since session 11); a model not listed gates normally; the
-    peer speedup shortfall covers the H100 everywhere and every other sm90 model ("*") from p=200;
-    an entry limited to some positions applies at those only."""
+    """The H200 falls short of the roofline target from p=100 on (it gates normally at p = 1, 10
+    and 50), the H100 nowhere; a model not listed gates normally; the peer speedup shortfall
+    covers the H100 everywhere and every other sm90 model ("*") from p=200; an entry limited to
+    some positions applies at those only."""
     h200, h100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
     assert [p for p in family.ROOFLINE_POSITIONS if family.target_shortfall("sm90", h200, "roofline", p)] == [
         100, 200]
@@ -112,8 +112,8 @@ def test_target_shortfalls_are_per_gpu_model_and_position(monkeypatch: pytest.Mo
 
 
 def test_unsettled_shortfalls_are_not_strict_only_where_listed() -> None:
-    """Within the pool's spread of a target (session 19: the H200's peer speedup at p=200, 8.08x, and
-    its roofline at p = 100 / 200, 50.7 / 49.6%) the xfail is not strict; the other positions,
+    """Within the pool's spread of a target (an H200 on 2026-11-24: the peer speedup at p=200, 8.08x,
+    and the roofline at p = 100 / 200, 50.7 / 49.6%) the xfail is not strict; the other positions,
     the H100's entry (its own key, not "*") and other models' further positions stay strict; every
     unsettled entry names a documented shortfall."""
     h200, h100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"

@@ -1,7 +1,7 @@
 """megakernel perf gates on the full Qwen3-0.6B shape (run with --gpu-perf).
 
 One decode step per launch; the timed work includes the logits write. Positions 1..1000 read a
-random KV prefill. Margins come from kernels/megakernel/family.py; a None margin measures and
+random KV prefill. Margins come from kernels/megakernel/margins.json; a None margin measures and
 records the ratio without gating. The absolute gates (roofline fraction, speedup over the
 transformers peer) judge the fastest of family.GATE_CANDIDATES as measured in the same test.
 """
@@ -125,7 +125,7 @@ def hf_peer(gpu: Any, model: Any, full_weights: Any, kv_prefill: tuple[np.ndarra
         k, v = kv_prefill
         for token, position in HF_CHECK_STEPS:
             # The earlier tests' timed steps (TOKEN at PERF_POSITIONS) wrote rows 1, 10, ... of our
-            # cache; ours must come from the same prefill the peer gets (session 5's 0.88 was this).
+            # cache; ours must come from the same prefill the peer gets (a 0.88 on an H200 was this).
             model.set_kv_cache(k, v)
             ours = cupy.asnumpy(model.step(GATE_CANDIDATES[0], token, position)).copy()
             record = peer_module.cross_check(peer, ours, k, v, token, position)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from kernels.qkv.accuracy import assert_fp32_accumulation
-from kernels.qkv.family import BEST_CONFIGS, GATES, LAYERS, SPEEDUP_MARGINS, best_config, gate_key, margin
+from kernels.qkv.family import BEST_CONFIGS, GATES, LAYERS, MARGINS, SPEEDUP_MARGINS, best_config, gate_key, margin
 from kernels.qkv.launch import (
     NAME_EXPRESSIONS,
     STRIP_VARIANTS,
@@ -18,7 +18,6 @@ from kernels.qkv.launch import (
 )
 from kernels.qkv.sweep import sweep_configs
 from kernels.qkv.reference import QkvShape, make_inputs, reference
-from tests.margin_rule import lowest_comparisons, margin_rule
 
 
 def matrices(d_model: int = 8, d_qkv: int = 12, d_ws: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -116,39 +115,16 @@ def test_every_gate_has_a_margin_entry_and_nothing_else() -> None:
         assert all(m is None or m > 1.0 for m in margins.values()), arch
 
 
-# Gates deliberately left ungated (margin None) on sm90, with the reason; README documents each.
-# Empty: all three were measured interleaved on the H200 (session 3, 2026-11-21).
-UNGATED_ON_SM90: dict[str, str] = {}
-
-# The test of each gate in the interleaved runs the sm90 margins come from (tests/margin_rule.py).
-SM90_GATE_TESTS = {
-    "qkv_base_w2_vs_qkv_base/layer0": "tests/qkv/test_perf.py::test_rearranged_weights_beat_base[layer0]",
-    "qkv_base_w2_vs_qkv_base/layer1": "tests/qkv/test_perf.py::test_rearranged_weights_beat_base[layer1]",
-    "qkv_strip_w2_vs_qkv_base_w2/layer1": "tests/qkv/test_perf.py::test_strip_beats_base_w2_on_larger_layer",
-}
-
-
 def test_every_sm90_gate_is_gated_unless_documented() -> None:
-    assert set(UNGATED_ON_SM90) <= {gate_key(*g) for g in GATES}
+    """A gate without an sm90 margin needs a reason in margins.json (README documents each)."""
+    ungated = MARGINS.ungated().get("sm90", {})
+    assert set(ungated) <= {gate_key(*g) for g in GATES}
     for gate in GATES:
         key = gate_key(*gate)
-        if key in UNGATED_ON_SM90:
-            assert margin("sm90", key) is None, f"{key} has a margin; drop it from UNGATED_ON_SM90"
+        if key in ungated:
+            assert margin("sm90", key) is None and ungated[key].strip(), key
         else:
             assert margin("sm90", key) is not None, f"{key}: no sm90 margin and no documented reason"
-
-
-def test_sm90_margins_follow_the_rule_from_the_interleaved_run() -> None:
-    """margin = the rule on the lowest ci_low of that gate's comparison in the H200 and H100 reports."""
-    lowest = lowest_comparisons("tests/qkv/test_perf.py")
-    assert set(SM90_GATE_TESTS) == {gate_key(*g) for g in GATES}
-    for fast, baseline, layer in GATES:
-        key = gate_key(fast, baseline, layer)
-        if key in UNGATED_ON_SM90:
-            continue
-        comparison = lowest[SM90_GATE_TESTS[key].partition("::")[2]]
-        assert (comparison["fast"], comparison["baseline"]) == (fast, baseline), key
-        assert margin("sm90", key) == margin_rule(comparison["ci_low"]), key
 
 
 def test_best_configs_name_real_variants_and_launchable_blocks() -> None:
@@ -193,8 +169,8 @@ def _fp32_sequential_sum(w_qkv: np.ndarray, h_in: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("shape", [QkvShape(171, 1, 1), QkvShape(255, 1, 1), QkvShape(600, 64, 8)], ids=str)
 def test_the_accumulation_check_takes_fp32_rounding_and_rejects_a_missing_term(shape: QkvShape) -> None:
     """The GPU check judges the error against |h_in| @ |w_qkv|.T: an output that cancels to near
-    zero keeps its partial sums' rounding (d_model=171: 1.5e-5 of the output, what an H100 gave in
-    session 27) and still passes, while one term left out fails."""
+    zero keeps its partial sums' rounding (d_model=171: 1.5e-5 of the output, what an H100 gave on
+    2026-11-25) and still passes, while one term left out fails."""
     w_qkv, h_in = make_inputs(shape, 0)
     exact = reference(w_qkv, h_in)
     assert_fp32_accumulation(_fp32_sequential_sum(w_qkv, h_in), exact, w_qkv, h_in, "fp32")

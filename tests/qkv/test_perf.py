@@ -1,14 +1,16 @@
 """qkv perf gates on the note's two layers (run with --gpu-perf): 11 tests.
 
 Gates (family.GATES): qkv_base_w2 vs qkv_base on both layers, qkv_strip_w2 vs qkv_base_w2 on
-the larger layer, each by its margin in family.SPEEDUP_MARGINS (sm90: from the interleaved H200
-run of 2026-11-21 and session 27's H100 and H200 runs; None elsewhere: measured and recorded, not gated). Every variant runs at its
-family.BEST_CONFIGS launch, the launch the margins and stored baselines were measured at.
+the larger layer, each by its margin in kernels/qkv/margins.json (sm90: the lowest interval of
+H200 and H100 runs; no table elsewhere: measured and recorded, not gated). Every variant runs at
+its family.BEST_CONFIGS launch, the launch the margins and stored baselines were measured at.
 Every variant is also measured against cuBLAS (cupy.matmul) on the same buffers, as a report
 the note's issue asks for, never a gate. cuBLAS is timed with event pairs around single
 launches (CuPy refuses cuBLAS calls during graph capture) while the kernels are timed by graph
-replay, so a host gap can inflate cuBLAS's time (shared/ANCHORS.md: +29% at 11 us, +3.2% at
-96 us); the layer0 ratios (cuBLAS about 17 us) favour the kernels by roughly 13-21%. Each variant is checked against the reference once before it is timed.
+replay, so a host gap can inflate cuBLAS's time (on an H200, per-launch events read a ~11 us
+kernel 29% slow and a ~96 us one 3.2% slow against graph replay); the layer0 ratios (cuBLAS
+about 17 us) favour the kernels by roughly 13-21%. Each variant is checked against the reference
+once before it is timed.
 """
 from __future__ import annotations
 

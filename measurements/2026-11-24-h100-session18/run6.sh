@@ -1,7 +1,0 @@
-#!/usr/bin/env bash
-# Session 18 run 6 (H100): the GPU correctness of the dataflow variants and the perf suite re-recording
-# the H100 baselines on the committed kernel (LL waits together, ring_gemv reduce-scatter, merge remap).
-# $OUT/results.tgz holds the reports and the re-recorded baselines.
-set -uo pipefail
-MK_SELECT=dataflow FAMILIES=tests/megakernel/test_perf.py bash tools/device_session.sh env mkcorrect update 2>&1 \
-    | tee $OUT/run6-perf-update-log.txt | tail -45

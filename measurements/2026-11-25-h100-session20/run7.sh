@@ -1,5 +1,0 @@
-#!/usr/bin/env bash
-# Session 20 run 7 (H100): the perf suite against the committed baselines (run 5) and margins, on
-# whatever H100 of the pool the call gets: does every gate hold on another machine?
-set -uo pipefail
-FAMILIES=tests/megakernel/test_perf.py bash tools/device_session.sh env perf 2>&1 | tee $OUT/run7-perf-verify-log.txt | tail -3

@@ -1,5 +1,0 @@
-#!/usr/bin/env bash
-# Session 20 run 6 (H200): the perf suite against the committed baselines (run 4) and margins, on
-# whatever H200 of the pool the call gets: does every gate hold on another machine?
-set -uo pipefail
-FAMILIES=tests/megakernel/test_perf.py bash tools/device_session.sh env perf 2>&1 | tee $OUT/run6-perf-verify-log.txt | tail -3

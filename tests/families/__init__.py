@@ -1,0 +1,1 @@
+"""Checks that hold for every kernel family (no GPU needed)."""
