@@ -3,6 +3,7 @@
 The public names are imported on first use (PEP 562), so loading the plugin at every pytest
 start does not import NumPy or SciPy.
 """
+
 from __future__ import annotations
 
 import importlib

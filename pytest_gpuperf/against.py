@@ -18,6 +18,7 @@ temperature cancel, and the slowdown against REV decides the regression check.
 A test whose REV counterpart is missing, takes other arguments, or builds no variant of the same
 name cannot be paired: the result says why, and the stored baseline decides as usual.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,10 +29,11 @@ import io
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 from pytest_gpuperf.errors import GpuPerfUsageError
 from pytest_gpuperf.files import private_dir
@@ -133,7 +135,9 @@ def resolve(rootdir: Path, rev: str) -> Revision:
 
 
 def _git(rootdir: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(rootdir), *args], check=True, capture_output=True, text=True, timeout=60).stdout
+    return subprocess.run(
+        ["git", "-C", str(rootdir), *args], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
 
 
 class VariantCollector:
@@ -183,7 +187,7 @@ class FixtureResolver:
         self.funcargs, self.request = funcargs, request
         self.generators: list[Any] = []
 
-    def value(self, name: str, collector: "VariantCollector", stack: tuple[str, ...] = ()) -> Any:
+    def value(self, name: str, collector: VariantCollector, stack: tuple[str, ...] = ()) -> Any:
         if name == "gpu_perf":
             return collector
         definition = self.revision.fixture(name, self.module, self.dotted) if name not in stack else None

@@ -6,6 +6,7 @@ version only: code built for an arch-specific target such as ``sm_90a`` (wgmma,
 setmaxnreg) runs on 9.x and nowhere else. ``@pytest.mark.gpu_arch("sm_89")`` takes any
 capability, and ``"sm_90a"`` implies ``exact=True``.
 """
+
 from __future__ import annotations
 
 import re
@@ -79,7 +80,9 @@ def parse_arch(text: str) -> tuple[tuple[int, int], bool]:
 def _exact(mark: pytest.Mark, where: str) -> bool:
     unknown = set(mark.kwargs) - {"exact"}
     if unknown:
-        raise GpuPerfUsageError(f"{where}: @pytest.mark.{mark.name} got unknown keyword(s) {sorted(unknown)}; only exact= is accepted")
+        raise GpuPerfUsageError(
+            f"{where}: @pytest.mark.{mark.name} got unknown keyword(s) {sorted(unknown)}; only exact= is accepted"
+        )
     value = mark.kwargs.get("exact", False)
     if not isinstance(value, bool):
         raise GpuPerfUsageError(f"{where}: @pytest.mark.{mark.name}(exact=...) must be True or False, got {value!r}")
@@ -98,7 +101,9 @@ def requirements(item: pytest.Item) -> list[ArchRequirement]:
             reqs.append(ArchRequirement(SHORTHAND_MARKERS[mark.name], exact, label))
         elif mark.name == GENERIC_MARKER:
             if len(mark.args) != 1:
-                raise GpuPerfUsageError(f"{item.nodeid}: @pytest.mark.{GENERIC_MARKER} takes one architecture, e.g. 'sm_89'")
+                raise GpuPerfUsageError(
+                    f"{item.nodeid}: @pytest.mark.{GENERIC_MARKER} takes one architecture, e.g. 'sm_89'"
+                )
             try:
                 cc, implied_exact = parse_arch(mark.args[0])
             except ValueError as exc:

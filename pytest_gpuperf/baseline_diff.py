@@ -5,10 +5,11 @@ calibrated ratios where both entries were recorded against the same reference ke
 otherwise, with the gate's bands and threshold, so ``diff`` calls a change ``slower`` exactly when
 a gate run measuring the new value against the old baseline would fail.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from pytest_gpuperf.baselines import BaselineFile, Entry
 from pytest_gpuperf.gates import Verdict, regression_threshold
@@ -77,7 +78,9 @@ def diff_baselines(old: Mapping[str, BaselineFile], new: Mapping[str, BaselineFi
 SOFTWARE_FIELDS = ("driver_version", "cuda_runtime_version", "cupy_version")
 
 
-def device_changes(old: Mapping[str, BaselineFile], new: Mapping[str, BaselineFile], by_module: bool = False) -> list[str]:
+def device_changes(
+    old: Mapping[str, BaselineFile], new: Mapping[str, BaselineFile], by_module: bool = False
+) -> list[str]:
     """Recorded device facts that differ between the two sides of a file: software versions,
     and (comparing two device folders or files, ``by_module``) the device itself."""
     fields = (("key", "name") if by_module else ()) + SOFTWARE_FIELDS
@@ -99,10 +102,11 @@ def _md(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def format_diff(rows: Sequence[DiffRow], devices: Sequence[str] = (), show_all: bool = False,
-                gate: Thresholds = Thresholds()) -> str:
+def format_diff(
+    rows: Sequence[DiffRow], devices: Sequence[str] = (), show_all: bool = False, gate: Thresholds = Thresholds()
+) -> str:
     statuses = [r.status(gate) for r in rows]
-    shown = [(r, s) for r, s in zip(rows, statuses) if show_all or s != "identical"]
+    shown = [(r, s) for r, s in zip(rows, statuses, strict=False) if show_all or s != "identical"]
     counts: dict[str, int] = {}
     for s in statuses:
         counts[s] = counts.get(s, 0) + 1
@@ -115,7 +119,11 @@ def format_diff(rows: Sequence[DiffRow], devices: Sequence[str] = (), show_all: 
         out.append("")
         out.append("No baseline entry differs." if rows else "No baseline files found.")
         return "\n".join(out) + "\n"
-    out += ["", "| baseline file | key | old median | new median | delta | change |", "| --- | --- | ---: | ---: | ---: | --- |"]
+    out += [
+        "",
+        "| baseline file | key | old median | new median | delta | change |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
     for r, status in shown:
         delta = f"{100 * r.delta:+.1f}%" if r.delta is not None else "-"
         out.append(

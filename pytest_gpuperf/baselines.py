@@ -14,16 +14,18 @@ concurrent pytest processes or xdist workers lose nothing. A device folder, file
 is a symbolic link is refused before anything is written: writing through it would land
 outside the baseline folder.
 """
+
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import math
 import os
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 from pytest_gpuperf.files import atomic_write_json, parse_json_object, read_json_object, symlinked_component
@@ -55,7 +57,7 @@ class Entry:
     def interval(self) -> Interval:
         return Interval(self.median_s, self.ci_low_s, self.ci_high_s, self.confidence)
 
-    def with_provenance(self, provenance: Mapping[str, Any]) -> "Entry":
+    def with_provenance(self, provenance: Mapping[str, Any]) -> Entry:
         """This entry stamped with the commit (and dirty flag) of the code that measured it."""
         stamp = {k: provenance.get(k) for k in ("commit", "dirty")}
         return dataclasses.replace(self, extra={**self.extra, "source": stamp})
@@ -68,7 +70,9 @@ class Entry:
         """The stored reference kernel's name and log(t / t_reference), if recorded with one."""
         raw = self.extra.get("calibration")
         est = _estimate(raw)
-        return (str(raw["reference"]), est) if est is not None and isinstance(raw.get("reference"), str) else None
+        if est is None or not isinstance(raw, dict) or not isinstance(raw.get("reference"), str):
+            return None
+        return str(raw["reference"]), est
 
     def problem(self) -> str | None:
         """Why the reader would refuse this entry (so an update must not write it), or None."""
@@ -94,7 +98,7 @@ class Entry:
         return data
 
     @classmethod
-    def from_measurement(cls, m: Mapping[str, Any]) -> "Entry":
+    def from_measurement(cls, m: Mapping[str, Any]) -> Entry:
         """From a Measurement summary (``Measurement.summary()``)."""
         kept = ("bytes", "flops", "batch", "throttled", "sm_clock_mhz", "estimate", "calibration")
         extra = {k: m[k] for k in kept if m.get(k) is not None}
@@ -213,18 +217,18 @@ class BaselineFile:
     entries: dict[str, Entry]
 
     @classmethod
-    def read(cls, path: Path) -> "BaselineFile | None":
+    def read(cls, path: Path) -> BaselineFile | None:
         """The validated file, or None when it does not exist."""
         data = read_json_object(path, "baseline file")
         return None if data is None else cls.validate(path, data)
 
     @classmethod
-    def parse(cls, path: Path, text: str) -> "BaselineFile":
+    def parse(cls, path: Path, text: str) -> BaselineFile:
         """Validate ``text`` as the content of ``path`` (which need not exist: ``git show`` output)."""
         return cls.validate(path, parse_json_object(text, path, "baseline file"))
 
     @classmethod
-    def validate(cls, path: Path, data: dict[str, Any]) -> "BaselineFile":
+    def validate(cls, path: Path, data: dict[str, Any]) -> BaselineFile:
         schema = data.get("schema")
         if schema != SCHEMA:
             raise _fail(path, "schema", f"must be {SCHEMA!r}, got {shown(schema)} ({schema_hint(schema, SCHEMA)})")
@@ -314,7 +318,9 @@ def module_file_name(module_path: str) -> str:
 
 
 def _escape(part: str) -> str:
-    return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "".join(f"%{b:02X}" for b in c.encode()) for c in part)
+    return "".join(
+        c if c.isascii() and (c.isalnum() or c in "_-") else "".join(f"%{b:02X}" for b in c.encode()) for c in part
+    )
 
 
 class BaselineStore:

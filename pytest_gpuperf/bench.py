@@ -1,13 +1,15 @@
 """Time callables outside pytest (sweeps, notebooks) with the same engine the fixture uses."""
+
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pytest_gpuperf.device import DeviceInfo
-from pytest_gpuperf.timing.nvml import probe
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.results import CacheMode, Comparison, Measurement, Variant
+from pytest_gpuperf.timing.nvml import probe
 from pytest_gpuperf.timing.sampler import SamplingPolicy, compare, measure
 
 

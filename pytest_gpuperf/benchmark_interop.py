@@ -9,6 +9,7 @@ wall time), grouped per test; the GPU statistics (interval, cache mode, method) 
 public hook, so comparing runs of two different GPUs warns. pytest-benchmark has no public way
 to add results measured elsewhere, so the entries are appended to its session's list.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -32,7 +33,7 @@ class BenchmarkHooks:
         if report.when != "call" or self.s.is_worker:
             return
         for key, record in report.user_properties:
-            if key == "gpu_perf" and record.get("kind") == "measurement":
+            if key == "gpu_perf" and isinstance(record, dict) and record.get("kind") == "measurement":
                 add_measurement(self.s.config, record)
 
 
@@ -69,8 +70,9 @@ def add_measurement(config: pytest.Config, record: dict[str, Any]) -> bool:
         cprofile_stats=None,
         has_error=False,
     )
-    bench = Metadata(fixture, iterations=1, options={"timer": "pytest-gpuperf", "mode": m["mode"]})
+    options = {"timer": "pytest-gpuperf", "mode": m["mode"]}
+    bench = Metadata(fixture, iterations=1, options=options)  # type: ignore[no-untyped-call]
     for seconds in record["samples"]:
-        bench.update(seconds)
+        bench.update(seconds)  # type: ignore[no-untyped-call]
     session.benchmarks.append(bench)
     return True

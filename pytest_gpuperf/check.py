@@ -8,6 +8,7 @@ commands use. A file the plugin would never read where it lies (a baseline outsi
 a link, or a file that is no pytest-gpuperf JSON at all is a problem too. One line per
 problem; the command exits 1 when there is any.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_gpuperf.baselines import BaselineFile
+from pytest_gpuperf.compile.static import BUDGETS_FOLDER, READABLE_SCHEMAS, BudgetFile
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.jsonio import read_json, shown
-from pytest_gpuperf.compile.static import BUDGETS_FOLDER, READABLE_SCHEMAS, BudgetFile
 from pytest_gpuperf.layout import STORED_KINDS, kind_of, level_problem, schema_of
 from pytest_gpuperf.report_file import validate_report
 
@@ -65,7 +66,9 @@ def check_file(root: Path, path: Path, result: CheckResult) -> str | None:
     if path.is_symlink():
         return f"{path} is a symbolic link; keep only regular files under the baselines folder"
     if not (path.name.endswith(".json") or path.name.endswith(".json.gz")):
-        return f"{path} is not a JSON file; only <device key>/<module>.json and {BUDGETS_FOLDER}/<file>.json belong here"
+        return (
+            f"{path} is not a JSON file; only <device key>/<module>.json and {BUDGETS_FOLDER}/<file>.json belong here"
+        )
     try:
         data = read_json(path, "file", GpuPerfError)
     except GpuPerfError as exc:
@@ -75,8 +78,10 @@ def check_file(root: Path, path: Path, result: CheckResult) -> str | None:
     schema = schema_of(data)
     kind = kind_of(schema)
     if kind is None:
-        return (f"{path} is not a pytest-gpuperf file (no pytest-gpuperf 'schema' field, got {shown(schema)}); "
-                "remove it or move it out of the baselines folder")
+        return (
+            f"{path} is not a pytest-gpuperf file (no pytest-gpuperf 'schema' field, got {shown(schema)}); "
+            "remove it or move it out of the baselines folder"
+        )
     result.kinds[kind] = result.kinds.get(kind, 0) + 1
     parts = path.relative_to(root).parts
     if kind in STORED_KINDS and not path.name.endswith(".json"):
@@ -85,19 +90,25 @@ def check_file(root: Path, path: Path, result: CheckResult) -> str | None:
         if kind == "baselines":
             baseline = BaselineFile.validate(path, data)
             if len(parts) != 2 or parts[0] == BUDGETS_FOLDER:
-                return (f"{path} is a baseline file in the wrong place: the plugin reads only "
-                        f"<baselines>/<device key>/<module>.json, so it is never used; move it into its device folder")
+                return (
+                    f"{path} is a baseline file in the wrong place: the plugin reads only "
+                    f"<baselines>/<device key>/<module>.json, so it is never used; move it into its device folder"
+                )
             key = baseline.device.get("key")
             if key is not None and key != parts[0]:
-                return (f"baseline file {path}: field 'device.key' is {shown(key)} but the file lies in folder "
-                        f"{parts[0]!r}; the plugin looks it up by key, so move it to {root / str(key) / path.name}")
+                return (
+                    f"baseline file {path}: field 'device.key' is {shown(key)} but the file lies in folder "
+                    f"{parts[0]!r}; the plugin looks it up by key, so move it to {root / str(key) / path.name}"
+                )
         elif kind == "static-budgets":
             if schema not in READABLE_SCHEMAS:
                 return f"static budget file {path}: field 'schema' must be one of {list(READABLE_SCHEMAS)}, got {shown(schema)}"
             BudgetFile.read(path)
             if parts[:-1] != (BUDGETS_FOLDER,):
-                return (f"{path} is a static budget file in the wrong place: the plugin reads only "
-                        f"<baselines>/{BUDGETS_FOLDER}/<file>.json, so it is never used")
+                return (
+                    f"{path} is a static budget file in the wrong place: the plugin reads only "
+                    f"<baselines>/{BUDGETS_FOLDER}/<file>.json, so it is never used"
+                )
         elif kind == "report":
             validate_report(data, path)
         else:

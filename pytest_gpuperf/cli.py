@@ -14,13 +14,15 @@
 Exit status: 0 done, 1 a file or folder is missing, corrupt or misplaced (the message names
 the file and the field) or a step failed (git, test collection), 2 bad arguments.
 """
+
 from __future__ import annotations
 
 import argparse
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pytest_gpuperf.baseline_diff import Thresholds, device_changes, diff_baselines, format_diff
 from pytest_gpuperf.baselines import BaselineFile, BaselineStore
@@ -200,7 +202,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             name = _pair_name(args.paths)
             old, new = {name: next(iter(old.values()))}, {name: next(iter(new.values()))}
         by_module = old_level != "root"
-    sys.stdout.write(format_diff(diff_baselines(old, new), device_changes(old, new, by_module), show_all=args.all, gate=gate))
+    sys.stdout.write(
+        format_diff(diff_baselines(old, new), device_changes(old, new, by_module), show_all=args.all, gate=gate)
+    )
     return 0
 
 
@@ -232,8 +236,10 @@ def _cmd_prune(args: argparse.Namespace) -> int:
             print(f"{verb} {name} (no entries left)")
         count += len(removed)
     done = "would be removed" if args.dry_run else "removed"
-    print(f"{count} stale entr{'y' if count == 1 else 'ies'} {done} from {len(stale)} file(s) under {root}"
-          + (" (dry run: nothing changed)" if args.dry_run else ""))
+    print(
+        f"{count} stale entr{'y' if count == 1 else 'ies'} {done} from {len(stale)} file(s) under {root}"
+        + (" (dry run: nothing changed)" if args.dry_run else "")
+    )
     return 0
 
 
@@ -267,8 +273,10 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     moved = sum(1 for o in outcomes if o.migrated)
     current = sum(1 for o in outcomes if o.kind and not o.migrated and not o.error)
     verb = "would be migrated" if args.dry_run else "migrated"
-    print(f"{moved} file(s) {verb}, {current} already current, {errors} error(s)"
-          + (" (dry run: nothing changed)" if args.dry_run else ""))
+    print(
+        f"{moved} file(s) {verb}, {current} already current, {errors} error(s)"
+        + (" (dry run: nothing changed)" if args.dry_run else "")
+    )
     return 1 if errors or not outcomes else 0
 
 
@@ -283,9 +291,15 @@ def _cmd_margins(args: argparse.Namespace) -> int:
     from pytest_gpuperf.margins import UsageError, command
 
     try:
-        text, status = command([Path(r) for r in args.reports], Path(args.file) if args.file else None,
-                               only=args.only or (), commit=args.commit, reset=args.reset, write=args.write,
-                               markdown=args.markdown)
+        text, status = command(
+            [Path(r) for r in args.reports],
+            Path(args.file) if args.file else None,
+            only=args.only or (),
+            commit=args.commit,
+            reset=args.reset,
+            write=args.write,
+            markdown=args.markdown,
+        )
     except UsageError as exc:
         raise _Usage(str(exc)) from None
     sys.stdout.write(text)
@@ -312,12 +326,16 @@ def _setting_type(name: str) -> Callable[[str], float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description="Inspect and maintain pytest-gpuperf baselines and reports.")
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Inspect and maintain pytest-gpuperf baselines and reports."
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="devices, files, entry counts and recording dates of stored baselines")
-    p.add_argument("dir", nargs="?", default=DEFAULT_DIR, metavar="DIR", help=f"baseline folder (default: {DEFAULT_DIR})")
+    p.add_argument(
+        "dir", nargs="?", default=DEFAULT_DIR, metavar="DIR", help=f"baseline folder (default: {DEFAULT_DIR})"
+    )
     p.set_defaults(run=_cmd_list)
 
     p = sub.add_parser(
@@ -328,7 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
         "that differ from their folder, links and files that are not pytest-gpuperf JSON are problems too. One line "
         "per problem; exit status 1 when there is any.",
     )
-    p.add_argument("dir", nargs="?", default=DEFAULT_DIR, metavar="DIR", help=f"folder to check (default: {DEFAULT_DIR})")
+    p.add_argument(
+        "dir", nargs="?", default=DEFAULT_DIR, metavar="DIR", help=f"folder to check (default: {DEFAULT_DIR})"
+    )
     p.set_defaults(run=_cmd_check)
 
     p = sub.add_parser(
@@ -341,12 +361,19 @@ def build_parser() -> argparse.ArgumentParser:
         "tolerance beyond noise, otherwise 'within tolerance'.",
     )
     p.add_argument("paths", nargs="*", metavar="PATH")
-    p.add_argument("--git", metavar="REV", help="compare DIR (default: baselines) at this git revision with the working tree")
+    p.add_argument(
+        "--git", metavar="REV", help="compare DIR (default: baselines) at this git revision with the working tree"
+    )
     p.add_argument("--all", action="store_true", help="also list identical entries")
     for name in ("tolerance", "machine-noise", "calibrated-noise", "confidence"):
         s = BY_NAME[name]
-        p.add_argument(f"--{name}", type=_setting_type(name), default=s.default, metavar=s.metavar,
-                       help=f"as the gate's {s.flag} (default: {s.default:g})")
+        p.add_argument(
+            f"--{name}",
+            type=_setting_type(name),
+            default=s.default,
+            metavar=s.metavar,
+            help=f"as the gate's {s.flag} (default: {s.default:g})",
+        )
     p.set_defaults(run=_cmd_diff)
 
     p = sub.add_parser(
@@ -357,12 +384,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-tests-from PATH (repeat it for more paths), only the files of modules collected from those paths "
         "are pruned. Entries whose test is collected are never removed.",
     )
-    p.add_argument("dir", nargs="?", default=DEFAULT_DIR, metavar="DIR", help=f"baseline folder (default: {DEFAULT_DIR})")
+    p.add_argument(
+        "dir", nargs="?", default=DEFAULT_DIR, metavar="DIR", help=f"baseline folder (default: {DEFAULT_DIR})"
+    )
     p.add_argument("--dry-run", action="store_true", help="print what would be removed and change nothing")
     # One path per flag: a list-taking flag would swallow the baseline folder after it.
-    p.add_argument("--keep-tests-from", action="append", metavar="PATH", default=None,
-                   help="a test path to collect; repeat for more (default: the whole suite)")
-    p.add_argument("--node-ids", metavar="FILE", help="a file of node ids, one a line ('-': standard input), instead of collecting")
+    p.add_argument(
+        "--keep-tests-from",
+        action="append",
+        metavar="PATH",
+        default=None,
+        help="a test path to collect; repeat for more (default: the whole suite)",
+    )
+    p.add_argument(
+        "--node-ids", metavar="FILE", help="a file of node ids, one a line ('-': standard input), instead of collecting"
+    )
     p.set_defaults(run=_cmd_prune)
 
     p = sub.add_parser("report", help="render a saved --gpu-perf-json report (markdown by default)")
@@ -370,10 +406,17 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="GitHub-flavoured markdown (the default)")
     fmt.add_argument("--text", action="store_true", help="aligned plain text, like the terminal summary")
-    p.add_argument("--failures-first", action="store_true",
-                   help="list failed gates first, then undecided ones, then the rest (for a pull request comment)")
-    p.add_argument("--max-chars", type=_positive_chars, metavar="N",
-                   help="cut the output after a whole line within N characters, saying how much was left out")
+    p.add_argument(
+        "--failures-first",
+        action="store_true",
+        help="list failed gates first, then undecided ones, then the rest (for a pull request comment)",
+    )
+    p.add_argument(
+        "--max-chars",
+        type=_positive_chars,
+        metavar="N",
+        help="cut the output after a whole line within N characters, saying how much was left out",
+    )
     p.set_defaults(run=_cmd_report)
 
     from pytest_gpuperf.export import FORMATS
@@ -415,8 +458,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("reports", nargs="*", metavar="REPORT", help="a saved report (.json or .json.gz)")
     p.add_argument("--file", metavar="MARGINS", help="a margins file (kernels/<family>/margins.json here)")
     p.add_argument("--write", action="store_true", help="save the derived entries to the margins file")
-    p.add_argument("--only", action="append", metavar="GLOB", help="update only the entries whose key matches; repeat for more")
-    p.add_argument("--reset", action="store_true", help="derive from the reports alone, forgetting the recorded evidence")
+    p.add_argument(
+        "--only", action="append", metavar="GLOB", help="update only the entries whose key matches; repeat for more"
+    )
+    p.add_argument(
+        "--reset", action="store_true", help="derive from the reports alone, forgetting the recorded evidence"
+    )
     p.add_argument("--commit", metavar="SHA", help="the commit the reports measured, where they record none")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown (for a README)")
     p.set_defaults(run=_cmd_margins)

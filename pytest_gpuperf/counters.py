@@ -55,6 +55,7 @@ each is computed from the counters (``CounterResult.derived``):
 Where counters cannot be read, ``CountersUnavailable`` carries the reason (ncu missing, or
 counter access refused); the ``gpu_counters`` fixture turns it into a skip.
 """
+
 from __future__ import annotations
 
 import csv
@@ -66,9 +67,10 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pytest
@@ -172,7 +174,9 @@ def find_ncu() -> str:
     """
     explicit = os.environ.get(NCU_ENV, "").strip()
     if explicit:
-        path = shutil.which(explicit) or (explicit if os.access(explicit, os.X_OK) and os.path.isfile(explicit) else None)
+        path = shutil.which(explicit) or (
+            explicit if os.access(explicit, os.X_OK) and os.path.isfile(explicit) else None
+        )
         if path:
             return path
         raise CountersUnavailable(f"${NCU_ENV} is set to {explicit!r}, which is not an executable ncu")
@@ -190,7 +194,19 @@ def find_ncu() -> str:
 
 
 # -- parsing ncu's CSV ---------------------------------------------------------------------
-_PREFIX = {"p": 1e-12, "n": 1e-9, "u": 1e-6, "\u00b5": 1e-6, "m": 1e-3, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_PREFIX = {
+    "p": 1e-12,
+    "n": 1e-9,
+    "u": 1e-6,
+    "\u00b5": 1e-6,
+    "m": 1e-3,
+    "K": 1e3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+}
 _SHORT_TIME = {"ps": "psecond", "ns": "nsecond", "us": "usecond", "ms": "msecond", "s": "second"}
 _BASE_UNITS = ("second", "byte", "hz", "Hz", "sector", "request", "inst", "cycle", "warp", "thread", "wavefront")
 
@@ -239,7 +255,19 @@ class Metric:
         return {"value": self.value, "unit": self.unit}
 
 
-IDENTITY_COLUMNS = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size", "Grid Size", "Device", "CC")
+IDENTITY_COLUMNS = (
+    "ID",
+    "Process ID",
+    "Process Name",
+    "Host Name",
+    "Kernel Name",
+    "Context",
+    "Stream",
+    "Block Size",
+    "Grid Size",
+    "Device",
+    "CC",
+)
 
 
 def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
@@ -264,7 +292,7 @@ def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
     for row in body:
         if not row or not row[0].strip().isdigit():
             continue
-        cells = dict(zip(header, row))
+        cells = dict(zip(header, row, strict=False))
         metrics: dict[str, Metric] = {}
         for i, name in enumerate(header):
             if name in IDENTITY_COLUMNS or i >= len(row):
@@ -308,7 +336,7 @@ class CounterResult:
 
     def with_ideal(
         self, *, read_bytes: float | None = None, write_bytes: float | None = None, iterations: float | None = None
-    ) -> "CounterResult":
+    ) -> CounterResult:
         """This result with the ideal traffic and iteration count the normalised columns divide by."""
         return replace(self, ideal_read_bytes=read_bytes, ideal_write_bytes=write_bytes, iterations=iterations)
 
@@ -321,7 +349,9 @@ class CounterResult:
         """The value of metric ``name``; KeyError naming what was collected when it is missing."""
         v = self.get(name)
         if v is None:
-            raise KeyError(f"metric {name!r} was not collected for {self.kernel} (have: {', '.join(sorted(self.metrics))})")
+            raise KeyError(
+                f"metric {name!r} was not collected for {self.kernel} (have: {', '.join(sorted(self.metrics))})"
+            )
         return v
 
     # derived columns: None when an input is missing or the denominator is zero
@@ -431,12 +461,17 @@ def _fmt(value: float | None, column: str) -> str:
     return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
 
 
-def format_table(rows: Sequence[tuple[str, Mapping[str, float | None]]], columns: Sequence[str] = HW01_COLUMNS + EXTRA_COLUMNS) -> str:
+def format_table(
+    rows: Sequence[tuple[str, Mapping[str, float | None]]], columns: Sequence[str] = HW01_COLUMNS + EXTRA_COLUMNS
+) -> str:
     """A plain-text table: one row per ``(label, derived columns)``."""
     table = [["", *columns]] + [[label, *(_fmt(values.get(c), c) for c in columns)] for label, values in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     return "\n".join(
-        "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))).rstrip() for r in table
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=False))
+        ).rstrip()
+        for r in table
     )
 
 
@@ -535,7 +570,13 @@ def profile_launches(
     dropped: list[str] = []
     for attempt in (1, 2):
         command = ncu_command(
-            ncu, target, args or {}, kernel_regex=kernel_regex, metrics=wanted, launch_skip=launch_skip, launch_count=launch_count
+            ncu,
+            target,
+            args or {},
+            kernel_regex=kernel_regex,
+            metrics=wanted,
+            launch_skip=launch_skip,
+            launch_count=launch_count,
         )
         try:
             done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -626,7 +667,7 @@ class GpuCounters:
     multi-launch profile (``profile_launches``) run ncu once.
     """
 
-    def __init__(self, session: "GpuPerfSession", item: "pytest.Item", ncu: str, cache: dict[str, list[CounterResult]]):
+    def __init__(self, session: GpuPerfSession, item: pytest.Item, ncu: str, cache: dict[str, list[CounterResult]]):
         self._session = session
         self._item = item
         self.ncu = ncu
@@ -668,7 +709,9 @@ class GpuCounters:
 
         from pytest_gpuperf.device import DeviceInfo
 
-        key = json.dumps([target, dict(args or {}), kernel_regex, launch_count, launch_skip, list(metrics)], sort_keys=True)
+        key = json.dumps(
+            [target, dict(args or {}), kernel_regex, launch_count, launch_skip, list(metrics)], sort_keys=True
+        )
         if key not in self._cache:
             device = self._session.device
             # a fake device (pytest_gpuperf.testing) has no CuPy behind it: do not make the target select one

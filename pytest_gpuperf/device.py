@@ -5,6 +5,7 @@ through ctypes), so a test that needs only the GPU runs wherever a driver does; 
 CuPy. On a machine without CUDA or a driver, ``probe`` returns a ``NoDevice`` with the reason
 instead of raising, so the plugin still loads and GPU tests skip with that reason.
 """
+
 from __future__ import annotations
 
 import re
@@ -133,7 +134,9 @@ def probe_driver(ordinal: int) -> DeviceInfo | NoDevice:
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
-        return NoDevice("no CUDA driver (libcuda.so.1 not found) and CuPy is not installed; install pytest-gpuperf[gpu]")
+        return NoDevice(
+            "no CUDA driver (libcuda.so.1 not found) and CuPy is not installed; install pytest-gpuperf[gpu]"
+        )
 
     def check(status: int, what: str) -> None:
         if status != 0:

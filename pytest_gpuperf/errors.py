@@ -1,4 +1,5 @@
 """Errors the plugin raises; each message says what is wrong and how to fix it."""
+
 from __future__ import annotations
 
 

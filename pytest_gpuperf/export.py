@@ -17,10 +17,12 @@ in src/extract.ts). One entry is written per measured variant:
 Contended measurements (other processes on the GPU) are left out: their times describe the
 other processes as much as the code.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 FORMATS = ("github-action-benchmark",)
 UNIT = "us"
@@ -70,8 +72,8 @@ def _extra(record: Mapping[str, Any], device: Mapping[str, Any], key: str) -> st
     lines = [
         f"GPU: {device.get('name', '?')} ({key or 'unknown device'})",
         f"{100 * level:.3g}% CI: [{_number(m['ci_low_s'] * SCALE)}, {_number(m['ci_high_s'] * SCALE)}] {UNIT}"
-        if isinstance(level, (int, float)) else
-        f"CI: [{_number(m['ci_low_s'] * SCALE)}, {_number(m['ci_high_s'] * SCALE)}] {UNIT}",
+        if isinstance(level, (int, float))
+        else f"CI: [{_number(m['ci_low_s'] * SCALE)}, {_number(m['ci_high_s'] * SCALE)}] {UNIT}",
         f"verdict: {record.get('verdict', '?')}",
     ]
     reg = record.get("regression")

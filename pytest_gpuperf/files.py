@@ -1,5 +1,6 @@
 """Atomic file writes (a reader, or a crash, never sees half a file), the symlink check that
 guards them, and checked JSON objects."""
+
 from __future__ import annotations
 
 import json

@@ -1,10 +1,12 @@
 """The ``gpu_perf`` fixture: measure variants, assert speedups, check stored baselines."""
+
 from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -12,10 +14,10 @@ from pytest_gpuperf.device import DeviceInfo
 from pytest_gpuperf.errors import GateFailure, GpuContended, GpuPerfError
 from pytest_gpuperf.gates import Verdict
 from pytest_gpuperf.options import Settings
+from pytest_gpuperf.regression import check_against, check_regression
 from pytest_gpuperf.report import format_against_failure, format_comparison_failure, format_regression_failure
 from pytest_gpuperf.results import Comparison, Measurement, Variant
 from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
-from pytest_gpuperf.regression import check_against, check_regression
 from pytest_gpuperf.timing import sampler
 
 
@@ -91,7 +93,9 @@ class GpuPerf:
                 self._session.reference_for(fast, self.settings),
             )
         pairs = {v.name: self._against(v) for v in (fast, baseline) if self._rev_variant(v) is not None}
-        failures = [f for f in (self._record_measurement(m, True, pairs.get(m.name)) for m in (c.fast, c.baseline)) if f]
+        failures = [
+            f for f in (self._record_measurement(m, True, pairs.get(m.name)) for m in (c.fast, c.baseline)) if f
+        ]
         self._emit({"kind": "comparison", "test": self._item.nodeid, "comparison": c.summary()})
         self._stop_if_contended(c.fast)
         if c.verdict is Verdict.FAIL:
@@ -129,8 +133,11 @@ class GpuPerf:
             from pytest_gpuperf.against import pair
 
             funcargs = getattr(self._item, "funcargs", {})
-            self._pairing = pair(revision, self._module, self._test_key, funcargs, self, getattr(self._item, "_request", None))
-        return self._pairing.variants.get(variant.name)
+            self._pairing = pair(
+                revision, self._module, self._test_key, funcargs, self, getattr(self._item, "_request", None)
+            )
+        found: Variant | None = self._pairing.variants.get(variant.name)
+        return found
 
     def _against(self, variant: Variant) -> Comparison:
         """``variant`` timed interleaved with its REV namesake: speedup = t(REV) / t(now)."""
@@ -245,7 +252,6 @@ class GpuPerf:
                     return undecided[0] if undecided else None
         self._emit(record)
         return failure
-
 
     def _unpaired_note(self) -> str:
         if self._session.against is None or self._pairing is None or not self._pairing.reason:

@@ -18,6 +18,7 @@ never a failure, however sure; deciding at τ/2 catches a true slowdown of τ wh
 interval is narrower than τ/2. Both gates judge intervals that are widened when the
 estimate's batches are too short to be independent (``stats.Estimate.inflation``).
 """
+
 from __future__ import annotations
 
 import enum

@@ -8,6 +8,7 @@ Python's recursion limit, or holding an integer too long to convert.
 Writing (``finite_payload``) replaces NaN and infinities, which JSON has no token for, by null
 and returns a note naming each field, so a written file always parses with strict readers.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -102,16 +103,22 @@ def parse_text(text: str, path: Path, kind: str, error: type[GpuPerfError], *, h
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise error(f"{kind} {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}){hint}") from None
+        raise error(
+            f"{kind} {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}){hint}"
+        ) from None
     except RecursionError:
-        raise error(f"{kind} {path} nests arrays or objects too deeply to read; it is not a file pytest-gpuperf wrote") from None
+        raise error(
+            f"{kind} {path} nests arrays or objects too deeply to read; it is not a file pytest-gpuperf wrote"
+        ) from None
     except ValueError as exc:  # an integer literal past sys.get_int_max_str_digits()
         raise error(f"{kind} {path} holds a number too long to read ({exc}){hint}") from None
 
 
 def read_json(path: Path, kind: str, error: type[GpuPerfError], *, hint: str = "", limit: int | None = None) -> Any:
     """The JSON value stored at ``path`` (gzipped or not); see the module doc for the errors."""
-    return parse_text(decode_text(read_bytes(path, kind, error, limit=limit), path, kind, error), path, kind, error, hint=hint)
+    return parse_text(
+        decode_text(read_bytes(path, kind, error, limit=limit), path, kind, error), path, kind, error, hint=hint
+    )
 
 
 def json_type(value: Any) -> str:

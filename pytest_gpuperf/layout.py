@@ -7,6 +7,7 @@ The plugin reads nothing else, so a file at another depth is never used. ``level
 recognises the usual slip of passing a device folder, the budgets folder or the project root
 where the baselines folder is expected.
 """
+
 from __future__ import annotations
 
 import json
@@ -72,11 +73,15 @@ def level_problem(root: Path) -> str | None:
         return None
     direct = {peek_kind(p) for p in root.glob("*.json")}
     if "baselines" in direct:
-        return (f"{root} looks like a device folder (it holds baseline files directly); "
-                f"pass its parent, the baselines folder: {root.parent}")
+        return (
+            f"{root} looks like a device folder (it holds baseline files directly); "
+            f"pass its parent, the baselines folder: {root.parent}"
+        )
     if "static-budgets" in direct:
-        return (f"{root} looks like the compile-time budgets folder ({BUDGETS_FOLDER}/); "
-                f"pass its parent, the baselines folder: {root.parent}")
+        return (
+            f"{root} looks like the compile-time budgets folder ({BUDGETS_FOLDER}/); "
+            f"pass its parent, the baselines folder: {root.parent}"
+        )
     below = sorted({p.parent.parent for p in root.glob("*/*/*.json") if peek_kind(p) in STORED_KINDS})
     if below:
         return f"{root} holds no baseline files itself, but {below[0]} does; pass that folder"

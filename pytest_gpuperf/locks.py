@@ -5,6 +5,7 @@ first anyway, so a planted link gets a message that names it rather than ``ELOOP
 holder of a lock writes ``<lock>.holder`` (pid, host, start time, command) beside it: the lock
 file itself cannot carry it, because every waiter opens it with ``O_TRUNC``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -12,9 +13,9 @@ import errno
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
 
 from filelock import FileLock, Timeout
 

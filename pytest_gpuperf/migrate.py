@@ -15,6 +15,7 @@ Gzipped reports stay gzipped.
 Versions read today (docs/schemas.md): report 1, baselines 1, static-budgets 1 and 2 (1 has no
 SASS instruction counts; the plugin reads it as it is, and this command rewrites it as 2).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,9 +24,10 @@ import json
 import os
 import secrets
 import stat
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from pytest_gpuperf.baselines import SCHEMA as BASELINES_SCHEMA
 from pytest_gpuperf.baselines import BaselineFile, locked_for_writing
@@ -126,7 +128,9 @@ def migrate_document(data: dict[str, Any], kind: str, version: int) -> dict[str,
     for n in steps(kind, version):
         data = MIGRATIONS[kind][n](data)
         if parse_schema(data) != (kind, n + 1):
-            raise MigrationError(f"the {kind} step from version {n} wrote schema {shown(data.get('schema'))}, not version {n + 1}")
+            raise MigrationError(
+                f"the {kind} step from version {n} wrote schema {shown(data.get('schema'))}, not version {n + 1}"
+            )
     return data
 
 
@@ -241,7 +245,9 @@ def _replace(path: Path, data: dict[str, Any], kind: str) -> None:
         try:
             READERS[kind](tmp)
         except GpuPerfError as exc:
-            raise MigrationError(f"{path}: the migrated {kind} file would not be read back ({exc}); nothing was changed") from None
+            raise MigrationError(
+                f"{path}: the migrated {kind} file would not be read back ({exc}); nothing was changed"
+            ) from None
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):

@@ -4,6 +4,7 @@ A fast wrong kernel must fail loudly, so outputs are poisoned (NaN for floats, a
 all-ones bit pattern for integers) before each run and every element is checked to
 have been written.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,9 +17,9 @@ __all__ = ["poison", "to_numpy", "rel_l2_error", "assert_close"]
 def to_numpy(array: Any) -> np.ndarray:
     """Return ``array`` as a host NumPy array (CuPy and torch arrays are copied back)."""
     if hasattr(array, "get") and type(array).__module__.startswith("cupy"):
-        return array.get()
+        return np.asarray(array.get())
     if type(array).__module__.startswith("torch"):
-        return array.detach().float().cpu().numpy()
+        return np.asarray(array.detach().float().cpu().numpy())
     return np.asarray(array)
 
 

@@ -4,17 +4,21 @@ Every setting is declared once here; the command-line flag, ini key, environment
 and ``@pytest.mark.gpu_perf(...)`` keyword are derived from that one declaration, and a bad
 value raises an error that names where it came from.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Literal
 
 import pytest
 
 from pytest_gpuperf.errors import GpuPerfUsageError
+
+CacheMode = Literal["cold", "hot"]
 
 ENV_PREFIX = "GPU_PERF_"
 MARKER = "gpu_perf"
@@ -173,8 +177,20 @@ SETTINGS: tuple[Setting, ...] = (
         False,
         flag_only=True,
     ),
-    Setting("baselines", "Folder of stored per-GPU baselines (default: baselines/ under the rootdir).", _path, "baselines", metavar="DIR"),
-    Setting("device", "CUDA device to test on: an ordinal, or 'auto' (one GPU per xdist worker).", _device, "auto", metavar="N"),
+    Setting(
+        "baselines",
+        "Folder of stored per-GPU baselines (default: baselines/ under the rootdir).",
+        _path,
+        "baselines",
+        metavar="DIR",
+    ),
+    Setting(
+        "device",
+        "CUDA device to test on: an ordinal, or 'auto' (one GPU per xdist worker).",
+        _device,
+        "auto",
+        metavar="N",
+    ),
     Setting("json", "Write the machine-readable JSON report to this path.", _path, None, metavar="PATH"),
     Setting(
         "tolerance",
@@ -204,7 +220,12 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="FRACTION",
     ),
     Setting(
-        "confidence", "Confidence level of every interval and gate.", _fraction(0.5, 1.0), 0.99, per_test=True, metavar="LEVEL"
+        "confidence",
+        "Confidence level of every interval and gate.",
+        _fraction(0.5, 1.0),
+        0.99,
+        per_test=True,
+        metavar="LEVEL",
     ),
     Setting(
         "precision",
@@ -214,7 +235,14 @@ SETTINGS: tuple[Setting, ...] = (
         per_test=True,
         metavar="FRACTION",
     ),
-    Setting("budget", "Seconds of timing per measurement before sampling stops.", _positive, 1.0, per_test=True, metavar="SECONDS"),
+    Setting(
+        "budget",
+        "Seconds of timing per measurement before sampling stops.",
+        _positive,
+        1.0,
+        per_test=True,
+        metavar="SECONDS",
+    ),
     Setting(
         "inconclusive",
         "What an undecided speedup claim does after re-sampling: warn (pass, reported) or fail.",
@@ -313,11 +341,18 @@ PER_TEST_KEYWORDS: Mapping[str, Setting] = {s.keyword: s for s in SETTINGS if s.
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpu-perf", "GPU kernel performance gates (pytest-gpuperf)")
     for s in SETTINGS:
-        cli_help = (s.help + f" [{_type_and_default(s)}; env {s.env}, ini {s.ini}]").replace("%", "%%")  # argparse formats help
+        cli_help = (s.help + f" [{_type_and_default(s)}; env {s.env}, ini {s.ini}]").replace(
+            "%", "%%"
+        )  # argparse formats help
         if s.flag_only:
             group.addoption(s.flag, action="store_const", const=True, default=None, dest=s.dest, help=cli_help)
-            group.addoption(s.no_flag, action="store_const", const=False, dest=s.dest,
-                            help=f"Turn {s.flag} off, whatever {s.env} or the ini key {s.ini} say.")
+            group.addoption(
+                s.no_flag,
+                action="store_const",
+                const=False,
+                dest=s.dest,
+                help=f"Turn {s.flag} off, whatever {s.env} or the ini key {s.ini} say.",
+            )
             # --gpu-perf=0 and the like: argparse matches a whole option string before it splits
             # at '=', so each spelling is an alias; a flag taking an optional value instead
             # would swallow the test path that follows it (pytest --gpu-perf tests/).
@@ -331,7 +366,13 @@ def add_options(parser: pytest.Parser) -> None:
 
 def _type_and_default(s: Setting) -> str:
     """'number, default 0.05' for --help: the ini keys all read as strings, so say what they take."""
-    kinds = {_bool: "true/false", _path: "path", _positive: "number", _non_negative: "seconds", _device: "ordinal or auto"}
+    kinds: dict[Callable[[Any], Any], str] = {
+        _bool: "true/false",
+        _path: "path",
+        _positive: "number",
+        _non_negative: "seconds",
+        _device: "ordinal or auto",
+    }
     kind = kinds.get(s.parse) or ("architectures" if s.parse is _arch_list else s.metavar or "number")
     if isinstance(s.default, tuple):
         default = ",".join(s.default)
@@ -384,7 +425,7 @@ class Settings:
     budget: float
     inconclusive: str
     missing_baseline: str
-    cache: str
+    cache: CacheMode
     sources: Mapping[str, str]
     static_archs: tuple[str, ...] = ("sm_80", "sm_90")
     counters: bool = False
@@ -397,7 +438,7 @@ class Settings:
     only: bool = False
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> "Settings":
+    def from_config(cls, config: pytest.Config) -> Settings:
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
         for s in SETTINGS:
@@ -458,7 +499,7 @@ class Settings:
                     f"must name {kind}, and it is not; give another path"
                 )
 
-    def for_test(self, item: pytest.Item) -> "Settings":
+    def for_test(self, item: pytest.Item) -> Settings:
         """Apply ``@pytest.mark.gpu_perf(...)`` keywords; unknown keywords are an error naming the test."""
         overrides: dict[str, Any] = {}
         for mark in reversed(list(item.iter_markers(MARKER))):  # closest marker wins

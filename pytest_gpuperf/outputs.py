@@ -4,11 +4,13 @@ The JSON report is written first, so the run survives whatever happens after; th
 output is attempted, each on its own: one unwritable baseline file does not stop the others.
 Every outcome, written or not, becomes a line of the terminal summary; nothing raises.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pytest_gpuperf.errors import GpuPerfError
 

@@ -29,14 +29,16 @@ drawn through its Agg canvas, without pyplot, so the user's backend is left alon
 show the gate carry a ``gid`` (``baseline``, ``baseline-band``, ``threshold-band``, ``delta``)
 so tests, and readers of an SVG, can find them.
 """
+
 from __future__ import annotations
 
 import html
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from pytest_gpuperf.report import fmt_time
 
@@ -116,7 +118,7 @@ def _common_suffix(keys: Sequence[str]) -> str:
         return ""
     split = [k.split("_") for k in keys]
     tail: list[str] = []
-    for parts in zip(*(reversed(p) for p in split)):
+    for parts in zip(*(reversed(p) for p in split), strict=False):
         if len(set(parts)) != 1:
             break
         tail.insert(0, parts[0])
@@ -139,7 +141,9 @@ def _plain(text: Any, limit: int = MAX_LABEL) -> str:
     return clean.replace("$", r"\$")
 
 
-def _plottable(row: Mapping[str, Any], span: tuple[float, float], keys: Sequence[str] = ("low", "value", "high")) -> bool:
+def _plottable(
+    row: Mapping[str, Any], span: tuple[float, float], keys: Sequence[str] = ("low", "value", "high")
+) -> bool:
     """Whether the row's numbers are finite, inside ``span`` and ordered low <= value <= high."""
     values = [row[k] for k in keys]
     if not all(isinstance(v, float) and math.isfinite(v) and span[0] <= v <= span[1] for v in values):
@@ -182,7 +186,9 @@ def gate_of(record: Mapping[str, Any]) -> dict[str, float] | None:
     change = [_number(reg.get(k)) - 1.0 for k in ("slowdown", "ci_low", "ci_high")]
     threshold = _number(reg.get("threshold"))
     if not math.isfinite(threshold):  # reports before the threshold was recorded: the tolerance rule
-        threshold = max(_number(reg.get("tolerance")) / 2.0, _number(reg.get("band")) if reg.get("band") is not None else 0.0)
+        threshold = max(
+            _number(reg.get("tolerance")) / 2.0, _number(reg.get("band")) if reg.get("band") is not None else 0.0
+        )
     stored = record.get("baseline")
     return {
         "delta": change[0],
@@ -297,11 +303,13 @@ def split_sweeps(tests: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any
             continue
         k = best[0]
         pattern = "-".join("x" if i == k else "\u00b7" for i in range(width))
-        sweeps.append({
-            "name": func.removeprefix("test_"),
-            "axis": f"x in {func.removeprefix('test_')}[{pattern}]",
-            "tests": [(float(params[k]), "-".join(params[:k] + params[k + 1:]), t) for params, t in members],
-        })
+        sweeps.append(
+            {
+                "name": func.removeprefix("test_"),
+                "axis": f"x in {func.removeprefix('test_')}[{pattern}]",
+                "tests": [(float(params[k]), "-".join(params[:k] + params[k + 1 :]), t) for params, t in members],
+            }
+        )
         swept.update(id(t) for _, t in members)
     return sweeps, [t for t in tests if id(t) not in swept]
 
@@ -315,11 +323,22 @@ def _series_points(sweep: Mapping[str, Any], what: str) -> dict[str, list[dict[s
         if what == "speedups":
             for c in t.get("comparisons", []):
                 pair = f"{_base_name(str(c['fast']))} vs {_base_name(str(c['baseline']))}"
-                label = (name or pair) if len(t.get("comparisons", [])) == 1 else (f"{name} \u00b7 {pair}" if name else pair)
+                label = (
+                    (name or pair)
+                    if len(t.get("comparisons", [])) == 1
+                    else (f"{name} \u00b7 {pair}" if name else pair)
+                )
                 margin = None if c.get("at_least") is None else _number(c["at_least"])
-                series.setdefault(label, []).append({"x": x, "value": _number(c["speedup"]), "low": _number(c["ci_low"]),
-                                                     "high": _number(c["ci_high"]), "margin": margin,
-                                                     "verdict": str(c.get("verdict", "measured"))})
+                series.setdefault(label, []).append(
+                    {
+                        "x": x,
+                        "value": _number(c["speedup"]),
+                        "low": _number(c["ci_low"]),
+                        "high": _number(c["ci_high"]),
+                        "margin": margin,
+                        "verdict": str(c.get("verdict", "measured")),
+                    }
+                )
             continue
         if what == "fractions":
             for f in t.get("figures", []):
@@ -339,21 +358,29 @@ def _series_points(sweep: Mapping[str, Any], what: str) -> dict[str, list[dict[s
             gate = gate_of(m)
             if what == "deltas" and gate is None:
                 continue
-            series.setdefault(label, []).append({
-                "x": x, "value": _number(s["median_s"]), "low": _number(s["ci_low_s"]), "high": _number(s["ci_high_s"]),
-                "verdict": str((m.get("regression") or {}).get("verdict") or m.get("verdict") or "measured"), "gate": gate,
-            })
+            series.setdefault(label, []).append(
+                {
+                    "x": x,
+                    "value": _number(s["median_s"]),
+                    "low": _number(s["ci_low_s"]),
+                    "high": _number(s["ci_high_s"]),
+                    "verdict": str((m.get("regression") or {}).get("verdict") or m.get("verdict") or "measured"),
+                    "gate": gate,
+                }
+            )
     return {label: sorted(points, key=lambda p: p["x"]) for label, points in series.items()}
 
 
 # -- drawing ------------------------------------------------------------------------------
 def _matplotlib() -> Any:
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
         from matplotlib.figure import Figure  # noqa: F401
     except ImportError as exc:
-        raise PlotsUnavailable(f"matplotlib is not installed ({exc}); install it (pip install matplotlib) to draw the charts") from None
+        raise PlotsUnavailable(
+            f"matplotlib is not installed ({exc}); install it (pip install matplotlib) to draw the charts"
+        ) from None
     import matplotlib
 
     return matplotlib
@@ -370,7 +397,10 @@ CLIP_FACTOR = 3.0
 
 
 def _axis_range(rows: Sequence[Mapping[str, Any]], extra: Sequence[float], log: bool) -> tuple[float, float]:
-    lows = [max(r["low"], r["value"] / CLIP_FACTOR) if log else max(r["low"], r["value"] - (CLIP_FACTOR - 1) * r["value"]) for r in rows]
+    lows = [
+        max(r["low"], r["value"] / CLIP_FACTOR) if log else max(r["low"], r["value"] - (CLIP_FACTOR - 1) * r["value"])
+        for r in rows
+    ]
     highs = [min(r["high"], r["value"] * CLIP_FACTOR) for r in rows]
     return min(lows + list(extra)), max(highs + list(extra))
 
@@ -388,25 +418,59 @@ def _style_rows(ax: Any, labels: Sequence[str]) -> None:
 
 
 def _legend_above(ax: Any, handles: Sequence[Any]) -> None:
-    ax.legend(handles=handles, fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(handles), frameon=False,
-              borderaxespad=0.2, handletextpad=0.3, columnspacing=1.0)
+    ax.legend(
+        handles=handles,
+        fontsize=7,
+        loc="lower right",
+        bbox_to_anchor=(1.0, 1.0),
+        ncol=len(handles),
+        frameon=False,
+        borderaxespad=0.2,
+        handletextpad=0.3,
+        columnspacing=1.0,
+    )
 
 
 def _draw_intervals(
-    ax: Any, rows: Sequence[Mapping[str, Any]], *, log: bool, lo: float, hi: float, marker: str, text: Any
+    ax: Any,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    log: bool,
+    lo: float,
+    hi: float,
+    marker: str,
+    text: Callable[[Mapping[str, Any]], str],
 ) -> None:
     """Points with interval bars, clipped to [lo, hi] with an arrow where an interval runs past."""
     for y, r in enumerate(rows):
         colour = VERDICT_COLOURS.get(r["verdict"], OTHER_COLOUR)
         left, right = max(r["low"], lo), min(r["high"], hi)
-        ax.errorbar(r["value"], y, xerr=[[r["value"] - left], [right - r["value"]]], fmt=marker, ms=4.5, color=colour,
-                    ecolor=colour, elinewidth=1.3, capsize=3, zorder=3)
+        ax.errorbar(
+            r["value"],
+            y,
+            xerr=[[r["value"] - left], [right - r["value"]]],
+            fmt=marker,
+            ms=4.5,
+            color=colour,
+            ecolor=colour,
+            elinewidth=1.3,
+            capsize=3,
+            zorder=3,
+        )
         if r["high"] > hi:
             ax.plot([hi], [y], marker=">", ms=6, color=colour, zorder=3)
         if r["low"] < lo:
             ax.plot([lo], [y], marker="<", ms=6, color=colour, zorder=3)
-        ax.annotate(text(r), (max(right, r.get("margin") or 0), y), xytext=(7, 0), textcoords="offset points",
-                    va="center", fontsize=7, color="#333333", zorder=4)
+        ax.annotate(
+            text(r),
+            (max(right, r.get("margin") or 0), y),
+            xytext=(7, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=7,
+            color="#333333",
+            zorder=4,
+        )
 
 
 def _clipped_note(r: Mapping[str, Any], lo: float, hi: float, fmt: Any) -> str:
@@ -436,12 +500,20 @@ def _draw_times(ax: Any, rows: list[dict[str, Any]], confidence: str) -> list[An
     ends = [end for _, b in drawn for end in (b[1], b[2])]
     log = _span([r["value"] for r in rows] + ends) > LOG_SPAN_TIMES
     lo, hi = _axis_range(rows, ends, log)
-    t = lambda v: fmt_time(v).replace("us", "\u00b5s")  # noqa: E731
+
+    def t(v: float) -> str:
+        return fmt_time(v).replace("us", "\u00b5s")
+
     for y, (base, low, high) in drawn:
         ax.barh(y, high - low, left=low, height=0.7, color=BAND_COLOUR, zorder=1, linewidth=0, gid="baseline-band")
         ax.plot([base], [y], marker="|", ms=12, mew=1.8, color=BASELINE_COLOUR, zorder=2, gid="baseline")
     _draw_intervals(
-        ax, rows, log=log, lo=lo, hi=hi, marker="o",
+        ax,
+        rows,
+        log=log,
+        lo=lo,
+        hi=hi,
+        marker="o",
         text=lambda r: t(r["value"]) + _clipped_note(r, lo, hi, t) + (" THROTTLED" if r["throttled"] else ""),
     )
     if log:
@@ -460,11 +532,23 @@ def _draw_times(ax: Any, rows: list[dict[str, Any]], confidence: str) -> list[An
         fontsize=8,
     )
     present = sorted({r["verdict"] for r in rows})[:8]
-    handles: list[Any] = [Line2D([], [], marker="o", ms=5, linestyle="none", color=VERDICT_COLOURS.get(v, OTHER_COLOUR),
-                                 label=_plain(f"baseline check: {v}", 40)) for v in present]
+    handles: list[Any] = [
+        Line2D(
+            [],
+            [],
+            marker="o",
+            ms=5,
+            linestyle="none",
+            color=VERDICT_COLOURS.get(v, OTHER_COLOUR),
+            label=_plain(f"baseline check: {v}", 40),
+        )
+        for v in present
+    ]
     if drawn:
-        handles += [Line2D([], [], marker="|", ms=9, mew=1.8, linestyle="none", color=BASELINE_COLOUR, label="stored baseline"),
-                    Patch(color=BAND_COLOUR, label="\u00b1 the gate's threshold")]
+        handles += [
+            Line2D([], [], marker="|", ms=9, mew=1.8, linestyle="none", color=BASELINE_COLOUR, label="stored baseline"),
+            Patch(color=BAND_COLOUR, label="\u00b1 the gate's threshold"),
+        ]
     return handles
 
 
@@ -483,32 +567,72 @@ def _draw_deltas(ax: Any, rows: list[dict[str, Any]]) -> None:
     from matplotlib.ticker import PercentFormatter
 
     gated = [(y, r["gate"], r["verdict"]) for y, r in enumerate(rows) if r.get("gate")]
-    pairs = [(g["delta"], g["delta_low"], g["delta_high"], g["threshold"]) for _, g, _ in gated
-             if _plottable({"low": g["delta_low"], "value": g["delta"], "high": g["delta_high"]}, DELTA_RANGE)]
+    pairs = [
+        (g["delta"], g["delta_low"], g["delta_high"], g["threshold"])
+        for _, g, _ in gated
+        if _plottable({"low": g["delta_low"], "value": g["delta"], "high": g["delta_high"]}, DELTA_RANGE)
+    ]
     limit = _delta_limit(pairs)
     for y, g, verdict in gated:
         if math.isfinite(g["threshold"]):
-            ax.barh(y, 2 * g["threshold"], left=-g["threshold"], height=0.7, color=BAND_COLOUR, linewidth=0, zorder=1,
-                    gid="threshold-band")
+            ax.barh(
+                y,
+                2 * g["threshold"],
+                left=-g["threshold"],
+                height=0.7,
+                color=BAND_COLOUR,
+                linewidth=0,
+                zorder=1,
+                gid="threshold-band",
+            )
         row = {"low": g["delta_low"], "value": g["delta"], "high": g["delta_high"]}
         if not _plottable(row, DELTA_RANGE):
-            ax.annotate("not drawn", (0, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7, color="#777777")
+            ax.annotate(
+                "not drawn", (0, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7, color="#777777"
+            )
             continue
         colour = VERDICT_COLOURS.get(verdict, OTHER_COLOUR)
         value = min(max(g["delta"], -limit), limit)
         left, right = max(g["delta_low"], -limit), min(g["delta_high"], limit)
-        ax.errorbar(value, y, xerr=[[max(value - left, 0)], [max(right - value, 0)]], fmt="s", ms=4, color=colour, ecolor=colour,
-                    elinewidth=1.3, capsize=2.5, zorder=3, gid="delta")
+        ax.errorbar(
+            value,
+            y,
+            xerr=[[max(value - left, 0)], [max(right - value, 0)]],
+            fmt="s",
+            ms=4,
+            color=colour,
+            ecolor=colour,
+            elinewidth=1.3,
+            capsize=2.5,
+            zorder=3,
+            gid="delta",
+        )
         if g["delta_high"] > limit:
             ax.plot([limit], [y], marker=">", ms=6, color=colour, zorder=3)
         if g["delta_low"] < -limit:
             ax.plot([-limit], [y], marker="<", ms=6, color=colour, zorder=3)
-        ax.annotate(f"{100 * g['delta']:+.1f}%", (right, y), xytext=(5, 0), textcoords="offset points", va="center",
-                    fontsize=7, color="#333333", zorder=4)
+        ax.annotate(
+            f"{100 * g['delta']:+.1f}%",
+            (right, y),
+            xytext=(5, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=7,
+            color="#333333",
+            zorder=4,
+        )
     for y, r in enumerate(rows):
         if not r.get("gate"):
-            ax.annotate("no check", (0, y), xytext=(0, 0), textcoords="offset points", ha="center", va="center", fontsize=7,
-                        color="#999999")
+            ax.annotate(
+                "no check",
+                (0, y),
+                xytext=(0, 0),
+                textcoords="offset points",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="#999999",
+            )
     ax.axvline(0.0, color="#888888", linestyle="--", linewidth=0.9, zorder=1)
     ax.set_xlim(-limit, limit * 1.35)
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0 if limit >= 0.1 else 1))
@@ -517,8 +641,11 @@ def _draw_deltas(ax: Any, rows: list[dict[str, Any]]) -> None:
     ax.set_axisbelow(True)
     ax.tick_params(axis="x", labelsize=8)
     ax.set_title("Change vs baseline", fontsize=10, loc="left", fontweight="bold")
-    ax.set_xlabel("now / stored \u2212 1, with its interval;\ngrey: \u00b1 the gate's threshold;\n"
-                  "fails when all of the interval is right of it", fontsize=8)
+    ax.set_xlabel(
+        "now / stored \u2212 1, with its interval;\ngrey: \u00b1 the gate's threshold;\n"
+        "fails when all of the interval is right of it",
+        fontsize=8,
+    )
 
 
 def _draw_speedups(ax: Any, rows: list[dict[str, Any]]) -> None:
@@ -528,11 +655,22 @@ def _draw_speedups(ax: Any, rows: list[dict[str, Any]]) -> None:
     margins = [r["margin"] for r in rows if r["margin"] is not None]
     log = _span([r["value"] for r in rows] + margins + [1.0]) > LOG_SPAN_SPEEDUP
     lo, hi = _axis_range(rows, [*margins, 1.0], log)
-    x = lambda v: f"{v:.3g}x"  # noqa: E731
+
+    def x(v: float) -> str:
+        return f"{v:.3g}x"
+
     _draw_intervals(
-        ax, rows, log=log, lo=lo, hi=hi, marker="D",
-        text=lambda r: x(r["value"]) + (f" (need \u2265{r['margin']:.3g}x)" if r["margin"] is not None else "")
-        + _clipped_note(r, lo, hi, x),
+        ax,
+        rows,
+        log=log,
+        lo=lo,
+        hi=hi,
+        marker="D",
+        text=lambda r: (
+            x(r["value"])
+            + (f" (need \u2265{r['margin']:.3g}x)" if r["margin"] is not None else "")
+            + _clipped_note(r, lo, hi, x)
+        ),
     )
     for y, r in enumerate(rows):
         if r["margin"] is not None:
@@ -553,10 +691,16 @@ def _draw_speedups(ax: Any, rows: list[dict[str, Any]]) -> None:
         fontsize=8,
     )
     present = sorted({r["verdict"] for r in rows})[:8]
-    handles = [Line2D([], [], marker="D", ms=5, linestyle="none", color=VERDICT_COLOURS.get(v, OTHER_COLOUR),
-                      label=_plain(v, 40)) for v in present]
+    handles = [
+        Line2D(
+            [], [], marker="D", ms=5, linestyle="none", color=VERDICT_COLOURS.get(v, OTHER_COLOUR), label=_plain(v, 40)
+        )
+        for v in present
+    ]
     if margins:
-        handles.append(Line2D([], [], marker="|", ms=10, mew=2, linestyle="none", color="#c62828", label="required margin"))
+        handles.append(
+            Line2D([], [], marker="|", ms=10, mew=2, linestyle="none", color="#c62828", label="required margin")
+        )
     handles.append(Line2D([], [], linestyle="--", color="#888888", label="1x"))
     _legend_above(ax, handles)
 
@@ -568,13 +712,25 @@ def _draw_fractions(ax: Any, rows: list[dict[str, Any]], key: str | None) -> Non
     values = [r["value"] for r in rows]
     ax.barh(ys, values, height=0.6, color="#5c8fc4", zorder=2)
     ax.axvline(1.0, color="#c62828", linestyle="--", linewidth=1.0, zorder=3)
-    for y, v in zip(ys, values):
-        ax.annotate(f"{100 * v:.1f}%", (v, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7, color="#333333")
+    for y, v in zip(ys, values, strict=False):
+        ax.annotate(
+            f"{100 * v:.1f}%",
+            (v, y),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=7,
+            color="#333333",
+        )
     ax.set_xlim(0, max(1.12, max(values) * 1.15))
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
     _style_rows(ax, [r["label"] for r in rows])
-    ax.set_title(_plain(f"Recorded {key}" if key else "Recorded fractions", 120), fontsize=10, loc="left", fontweight="bold")
-    ax.set_xlabel("share of the measured copy bandwidth or of the roofline the test recorded; dashed line: 100%", fontsize=8)
+    ax.set_title(
+        _plain(f"Recorded {key}" if key else "Recorded fractions", 120), fontsize=10, loc="left", fontweight="bold"
+    )
+    ax.set_xlabel(
+        "share of the measured copy bandwidth or of the roofline the test recorded; dashed line: 100%", fontsize=8
+    )
 
 
 def _colours(n: int) -> list[Any]:
@@ -599,7 +755,9 @@ def _x_scale(ax: Any, xs: Sequence[float]) -> bool:
     return log
 
 
-def _kept(series: Mapping[str, list[dict[str, Any]]], span: tuple[float, float], dropped: list[int]) -> dict[str, list[dict[str, Any]]]:
+def _kept(
+    series: Mapping[str, list[dict[str, Any]]], span: tuple[float, float], dropped: list[int]
+) -> dict[str, list[dict[str, Any]]]:
     out = {}
     for label, points in series.items():
         good = [p for p in points if _plottable(p, span) and math.isfinite(p["x"])]
@@ -609,8 +767,14 @@ def _kept(series: Mapping[str, list[dict[str, Any]]], span: tuple[float, float],
     return out
 
 
-def _draw_sweep_values(ax: Any, sweep: Mapping[str, Any], series: Mapping[str, list[dict[str, Any]]], speedups: bool,
-                       colours: Mapping[str, Any], confidence: str) -> None:
+def _draw_sweep_values(
+    ax: Any,
+    sweep: Mapping[str, Any],
+    series: Mapping[str, list[dict[str, Any]]],
+    speedups: bool,
+    colours: Mapping[str, Any],
+    confidence: str,
+) -> None:
     """Medians (or speedups) over the swept number, a line per series; for times the stored
     baseline dashed with the gate's band, for speedups the required margin dashed."""
     from matplotlib.ticker import EngFormatter, FuncFormatter
@@ -622,25 +786,59 @@ def _draw_sweep_values(ax: Any, sweep: Mapping[str, Any], series: Mapping[str, l
         ys = [p["value"] for p in points]
         values += [p["low"] for p in points] + [p["high"] for p in points]
         ax.plot(xs, ys, "-o", ms=3.5, lw=1.3, color=colour, zorder=3, label=label, gid="series")
-        ax.errorbar(xs, ys, yerr=[[p["value"] - p["low"] for p in points], [p["high"] - p["value"] for p in points]],
-                    fmt="none", ecolor=colour, elinewidth=1, capsize=2, zorder=3)
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=[[p["value"] - p["low"] for p in points], [p["high"] - p["value"] for p in points]],
+            fmt="none",
+            ecolor=colour,
+            elinewidth=1,
+            capsize=2,
+            zorder=3,
+        )
         for p in points:
             if p["verdict"] in ("fail", "inconclusive"):
-                ax.plot([p["x"]], [p["value"]], marker="o", ms=9, mfc="none", mew=1.6,
-                        color=VERDICT_COLOURS[p["verdict"]], zorder=4)
+                ax.plot(
+                    [p["x"]],
+                    [p["value"]],
+                    marker="o",
+                    ms=9,
+                    mfc="none",
+                    mew=1.6,
+                    color=VERDICT_COLOURS[p["verdict"]],
+                    zorder=4,
+                )
         if speedups:
-            margins = [(p["x"], p["margin"]) for p in points if p.get("margin") is not None and _plottable(p, SPEEDUP_RANGE, ("margin",))]
+            margins = [
+                (p["x"], p["margin"])
+                for p in points
+                if p.get("margin") is not None and _plottable(p, SPEEDUP_RANGE, ("margin",))
+            ]
             if margins:
-                ax.plot(*zip(*margins), linestyle="--", lw=1.1, color=colour, zorder=2, gid="margin")
+                ax.plot(*zip(*margins, strict=False), linestyle="--", lw=1.1, color=colour, zorder=2, gid="margin")
                 values += [m for _, m in margins]
             continue
-        bands = [(p["x"], b) for p in points for b in [_band(p.get("gate"))]
-                 if b is not None and TIME_RANGE[0] <= b[1] and b[2] <= TIME_RANGE[1]]
+        bands = [
+            (p["x"], b)
+            for p in points
+            for b in [_band(p.get("gate"))]
+            if b is not None and TIME_RANGE[0] <= b[1] and b[2] <= TIME_RANGE[1]
+        ]
         if bands:
             bx = [x for x, _ in bands]
-            ax.plot(bx, [b[0] for _, b in bands], linestyle="--", lw=0.9, color=colour, alpha=0.9, zorder=2, gid="baseline")
-            ax.fill_between(bx, [b[1] for _, b in bands], [b[2] for _, b in bands], color=colour, alpha=0.14, linewidth=0,
-                            zorder=1, gid="baseline-band")
+            ax.plot(
+                bx, [b[0] for _, b in bands], linestyle="--", lw=0.9, color=colour, alpha=0.9, zorder=2, gid="baseline"
+            )
+            ax.fill_between(
+                bx,
+                [b[1] for _, b in bands],
+                [b[2] for _, b in bands],
+                color=colour,
+                alpha=0.14,
+                linewidth=0,
+                zorder=1,
+                gid="baseline-band",
+            )
             values += [b[1] for _, b in bands] + [b[2] for _, b in bands]
     xs_all = [p["x"] for points in series.values() for p in points]
     log_x = _x_scale(ax, xs_all)
@@ -659,8 +857,10 @@ def _draw_sweep_values(ax: Any, sweep: Mapping[str, Any], series: Mapping[str, l
     else:
         ax.yaxis.set_major_formatter(EngFormatter(unit="s", places=None))
         ax.set_title(_plain(f"{sweep['name']}: median time per launch", 70), fontsize=10, loc="left", fontweight="bold")
-        what = (f"median with its {confidence} interval; dashed: stored baseline, shaded: \u00b1 the gate's\n"
-                "threshold around it; a ring: the baseline check failed or is undecided")
+        what = (
+            f"median with its {confidence} interval; dashed: stored baseline, shaded: \u00b1 the gate's\n"
+            "threshold around it; a ring: the baseline check failed or is undecided"
+        )
     ax.set_xlabel(_plain(f"{sweep['axis']} ({'log' if log_x else 'linear'} scale)", 120) + "\n" + what, fontsize=8)
     ax.grid(color="#e4e4e4", linewidth=0.6)
     ax.set_axisbelow(True)
@@ -671,14 +871,30 @@ def _draw_sweep_deltas(ax: Any, series: Mapping[str, list[dict[str, Any]]], colo
     """The change now / stored - 1 over the swept number, with the band +/- the gate's threshold."""
     from matplotlib.ticker import PercentFormatter
 
-    thresholds = sorted({round(p["gate"]["threshold"], 6) for points in series.values() for p in points
-                         if math.isfinite(p["gate"]["threshold"])})
-    pairs = [(p["gate"]["delta"], p["gate"]["delta_low"], p["gate"]["delta_high"], p["gate"]["threshold"])
-             for points in series.values() for p in points]
+    thresholds = sorted(
+        {
+            round(p["gate"]["threshold"], 6)
+            for points in series.values()
+            for p in points
+            if math.isfinite(p["gate"]["threshold"])
+        }
+    )
+    pairs = [
+        (p["gate"]["delta"], p["gate"]["delta_low"], p["gate"]["delta_high"], p["gate"]["threshold"])
+        for points in series.values()
+        for p in points
+    ]
     limit = _delta_limit(pairs)
     for t in thresholds:
-        ax.axhspan(-t, t, color=BAND_COLOUR, alpha=0.7 if len(thresholds) == 1 else 0.45, linewidth=0, zorder=0,
-                   gid="threshold-band")
+        ax.axhspan(
+            -t,
+            t,
+            color=BAND_COLOUR,
+            alpha=0.7 if len(thresholds) == 1 else 0.45,
+            linewidth=0,
+            zorder=0,
+            gid="threshold-band",
+        )
     if thresholds:
         ax.axhline(max(thresholds), color=VERDICT_COLOURS["fail"], linestyle=":", linewidth=1.1, zorder=1)
     ax.axhline(0.0, color="#888888", linestyle="--", linewidth=0.9, zorder=1)
@@ -693,12 +909,31 @@ def _draw_sweep_deltas(ax: Any, series: Mapping[str, list[dict[str, Any]]], colo
             value = min(max(g["delta"], -limit), limit)
             low, high = max(g["delta_low"], -limit), min(g["delta_high"], limit)
             colour = colours.get(label, OTHER_COLOUR)
-            ax.errorbar([x], [value], yerr=[[max(value - low, 0)], [max(high - value, 0)]], fmt="s", ms=3.5, color=colour,
-                        elinewidth=1.1, capsize=2, zorder=3, gid="delta")
+            ax.errorbar(
+                [x],
+                [value],
+                yerr=[[max(value - low, 0)], [max(high - value, 0)]],
+                fmt="s",
+                ms=3.5,
+                color=colour,
+                elinewidth=1.1,
+                capsize=2,
+                zorder=3,
+                gid="delta",
+            )
             if p["verdict"] in ("fail", "inconclusive"):
-                ax.plot([x], [value], marker="s", ms=9, mfc="none", mew=1.6, color=VERDICT_COLOURS[p["verdict"]], zorder=4)
-                ax.annotate(_plain(f"{label} {100 * g['delta']:+.1f}%", 50), (x, value), xytext=(5, 4),
-                            textcoords="offset points", fontsize=7, color=VERDICT_COLOURS[p["verdict"]], zorder=5)
+                ax.plot(
+                    [x], [value], marker="s", ms=9, mfc="none", mew=1.6, color=VERDICT_COLOURS[p["verdict"]], zorder=4
+                )
+                ax.annotate(
+                    _plain(f"{label} {100 * g['delta']:+.1f}%", 50),
+                    (x, value),
+                    xytext=(5, 4),
+                    textcoords="offset points",
+                    fontsize=7,
+                    color=VERDICT_COLOURS[p["verdict"]],
+                    zorder=5,
+                )
     _x_scale(ax, xs_all)
     ax.set_ylim(-limit, limit)
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0 if limit >= 0.1 else 1))
@@ -707,18 +942,29 @@ def _draw_sweep_deltas(ax: Any, series: Mapping[str, list[dict[str, Any]]], colo
     ax.tick_params(labelsize=8)
     ax.set_title("Change vs stored baseline", fontsize=10, loc="left", fontweight="bold")
     shown = ", ".join(f"\u00b1{100 * t:g}%" for t in thresholds) or "none recorded"
-    ax.set_xlabel(f"now / stored \u2212 1 with its interval, series side by side;\ngrey: \u00b1 the gate's threshold ({shown}); "
-                  "a check fails when\nits whole interval lies above the dotted line", fontsize=8)
+    ax.set_xlabel(
+        f"now / stored \u2212 1 with its interval, series side by side;\ngrey: \u00b1 the gate's threshold ({shown}); "
+        "a check fails when\nits whole interval lies above the dotted line",
+        fontsize=8,
+    )
 
 
 def _sweep_panels(sweep: Mapping[str, Any], confidence: str, dropped: list[int]) -> dict[str, Any] | None:
     """What one sweep draws: the series of its left panel and of its change panel, or None."""
     speedups = any(t.get("comparisons") for _, _, t in sweep["tests"])
-    values = _kept(_series_points(sweep, "speedups" if speedups else "times"), SPEEDUP_RANGE if speedups else TIME_RANGE, dropped)
+    values = _kept(
+        _series_points(sweep, "speedups" if speedups else "times"), SPEEDUP_RANGE if speedups else TIME_RANGE, dropped
+    )
     deltas: dict[str, list[dict[str, Any]]] = {}
     for label, points in _series_points(sweep, "deltas").items():
-        good = [p for p in points if _plottable({"low": p["gate"]["delta_low"], "value": p["gate"]["delta"],
-                                                 "high": p["gate"]["delta_high"]}, DELTA_RANGE)]
+        good = [
+            p
+            for p in points
+            if _plottable(
+                {"low": p["gate"]["delta_low"], "value": p["gate"]["delta"], "high": p["gate"]["delta_high"]},
+                DELTA_RANGE,
+            )
+        ]
         dropped[0] += len(points) - len(good)
         if good:
             deltas[_plain(label, 60)] = good
@@ -730,16 +976,35 @@ def _sweep_panels(sweep: Mapping[str, Any], confidence: str, dropped: list[int])
             fractions[_plain(label, 60)] = good
     if not values and not deltas and not fractions:
         return None
-    return {"sweep": sweep, "speedups": speedups, "values": values, "deltas": deltas, "fractions": fractions,
-            "confidence": confidence}
+    return {
+        "sweep": sweep,
+        "speedups": speedups,
+        "values": values,
+        "deltas": deltas,
+        "fractions": fractions,
+        "confidence": confidence,
+    }
 
 
-def _draw_sweep_fractions(ax: Any, sweep: Mapping[str, Any], series: Mapping[str, list[dict[str, Any]]],
-                          colours: Mapping[str, Any], key: str | None = None) -> None:
+def _draw_sweep_fractions(
+    ax: Any,
+    sweep: Mapping[str, Any],
+    series: Mapping[str, list[dict[str, Any]]],
+    colours: Mapping[str, Any],
+    key: str | None = None,
+) -> None:
     from matplotlib.ticker import PercentFormatter
 
     for label, points in series.items():
-        ax.plot([p["x"] for p in points], [p["value"] for p in points], "-o", ms=3.5, lw=1.3, color=colours[label], label=label)
+        ax.plot(
+            [p["x"] for p in points],
+            [p["value"] for p in points],
+            "-o",
+            ms=3.5,
+            lw=1.3,
+            color=colours[label],
+            label=label,
+        )
     ax.axhline(1.0, color="#c62828", linestyle="--", linewidth=1.0)
     xs = [p["x"] for points in series.values() for p in points]
     log_x = _x_scale(ax, xs)
@@ -749,7 +1014,9 @@ def _draw_sweep_fractions(ax: Any, sweep: Mapping[str, Any], series: Mapping[str
     ax.grid(color="#e4e4e4", linewidth=0.6)
     ax.tick_params(labelsize=8)
     keys = [key] if key else sorted({label.rsplit(" \u00b7 ", 1)[-1] for label in series})
-    ax.set_title(_plain(f"{sweep['name']}: recorded {', '.join(keys)}", 110), fontsize=10, loc="left", fontweight="bold")
+    ax.set_title(
+        _plain(f"{sweep['name']}: recorded {', '.join(keys)}", 110), fontsize=10, loc="left", fontweight="bold"
+    )
     ax.set_xlabel(_plain(f"{sweep['axis']} ({'log' if log_x else 'linear'} scale); dashed: 100%", 160), fontsize=8)
 
 
@@ -807,19 +1074,21 @@ def plot_family(family: str, tests: Sequence[Mapping[str, Any]], path: Path, *, 
         if not kind.startswith("sweep"):
             for r in rows:
                 r["label"] = _plain(r["label"])
-    heights = [SWEEP_IN if kind == "sweep" else 2.8 if kind == "sweep-fractions" else PANEL_IN + ROW_IN * len(rows)
-               for kind, rows in panels]
+    heights = [
+        SWEEP_IN if kind == "sweep" else 2.8 if kind == "sweep-fractions" else PANEL_IN + ROW_IN * len(rows)
+        for kind, rows in panels
+    ]
     fig = Figure(figsize=(WIDTH_IN, sum(heights) + 0.6), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     # One subfigure per panel row: a row of long test labels does not narrow the sweeps above it.
     rows_of = fig.subfigures(len(panels), 1, height_ratios=heights, squeeze=False)[:, 0]
-    for sub, (kind, content) in zip(rows_of, panels):
+    for sub, (kind, content) in zip(rows_of, panels, strict=False):
         if kind == "sweep":
             both = bool(content["deltas"]) and bool(content["values"])
             axes = sub.subplots(1, 2, width_ratios=[1.5, 1.0], squeeze=False)[0] if both else [sub.subplots()]
             labels = list(content["values"] or content["deltas"])
-            colours = dict(zip(labels, _colours(len(labels))))
-            spare = iter(_colours(len(labels) + len(content["deltas"]))[len(labels):])
+            colours = dict(zip(labels, _colours(len(labels)), strict=False))
+            spare = iter(_colours(len(labels) + len(content["deltas"]))[len(labels) :])
             for label in content["deltas"]:  # a compared variant takes its comparison's colour, or one of its own
                 pair = colours.get(label.rsplit(" \u00b7 ", 1)[0])
                 if label not in colours:
@@ -827,7 +1096,9 @@ def plot_family(family: str, tests: Sequence[Mapping[str, Any]], path: Path, *, 
                     if pair is None:
                         labels.append(label)
             if content["values"]:
-                _draw_sweep_values(axes[0], content["sweep"], content["values"], content["speedups"], colours, confidence)
+                _draw_sweep_values(
+                    axes[0], content["sweep"], content["values"], content["speedups"], colours, confidence
+                )
             else:
                 _draw_sweep_deltas(axes[0], content["deltas"], colours)
             if both:
@@ -835,19 +1106,35 @@ def plot_family(family: str, tests: Sequence[Mapping[str, Any]], path: Path, *, 
             _legend_below(sub, labels, colours)
         elif kind == "sweep-fractions":
             fraction_keys = sorted({label.rsplit(" \u00b7 ", 1)[-1] for label in content["fractions"]})
-            if len(fraction_keys) == 1 and all(" \u00b7 " in label for label in content["fractions"]):  # the title names the key
-                content = {**content, "fractions": {label.rsplit(" \u00b7 ", 1)[0]: points for label, points in content["fractions"].items()},
-                           "fraction_key": fraction_keys[0]}
+            if len(fraction_keys) == 1 and all(
+                " \u00b7 " in label for label in content["fractions"]
+            ):  # the title names the key
+                content = {
+                    **content,
+                    "fractions": {
+                        label.rsplit(" \u00b7 ", 1)[0]: points for label, points in content["fractions"].items()
+                    },
+                    "fraction_key": fraction_keys[0],
+                }
             labels = list(content["fractions"])
-            colours = dict(zip(labels, _colours(len(labels))))
-            _draw_sweep_fractions(sub.subplots(), content["sweep"], content["fractions"], colours, content.get("fraction_key"))
+            colours = dict(zip(labels, _colours(len(labels)), strict=False))
+            _draw_sweep_fractions(
+                sub.subplots(), content["sweep"], content["fractions"], colours, content.get("fraction_key")
+            )
             _legend_below(sub, labels, colours)
         elif kind == "times" and any(r.get("gate") for r in content):
             axes = sub.subplots(1, 2, width_ratios=[2.3, 1.0], sharey=True)
             handles = _draw_times(axes[0], content, confidence)
             _draw_deltas(axes[1], content)
-            sub.legend(handles=handles, fontsize=7, ncol=len(handles), loc="outside upper right", frameon=False,
-                       handletextpad=0.3, columnspacing=1.0)
+            sub.legend(
+                handles=handles,
+                fontsize=7,
+                ncol=len(handles),
+                loc="outside upper right",
+                frameon=False,
+                handletextpad=0.3,
+                columnspacing=1.0,
+            )
         else:
             ax = sub.subplots()
             if kind == "times":
@@ -878,7 +1165,9 @@ def _save_small_png(fig: Any, path: Path) -> None:
         return
     buffer.seek(0)
     with Image.open(buffer) as image:
-        image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(path, format="PNG", optimize=True)
+        image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(
+            path, format="PNG", optimize=True
+        )
 
 
 def _confidence_label(tests: Sequence[Mapping[str, Any]]) -> str:
@@ -911,12 +1200,15 @@ def _family_table(tests: Sequence[Mapping[str, Any]]) -> str:
             need = "none (report)" if c.get("at_least") is None else f"&ge; {c['at_least']:.3f}x"
             entries.append(
                 f"<td>speedup {_e(c['fast'])} vs {_e(c['baseline'])}</td><td>{c['speedup']:.4g}x</td>"
-                f"<td>[{c['ci_low']:.4g}, {c['ci_high']:.4g}]</td><td>{need}</td>" + _verdict_cell(str(c.get("verdict", "")))
+                f"<td>[{c['ci_low']:.4g}, {c['ci_high']:.4g}]</td><td>{need}</td>"
+                + _verdict_cell(str(c.get("verdict", "")))
             )
         for m in t.get("measurements", []):
             s = m["measurement"]
             reg = m.get("regression")
-            delta = f"{100 * (reg['slowdown'] - 1):+.1f}% vs baseline" if reg else ("no baseline" if m.get("note") else "-")
+            delta = (
+                f"{100 * (reg['slowdown'] - 1):+.1f}% vs baseline" if reg else ("no baseline" if m.get("note") else "-")
+            )
             entries.append(
                 f"<td>median {_e(s['name'])}</td><td>{_e(fmt_time(s['median_s']))}</td>"
                 f"<td>[{_e(fmt_time(s['ci_low_s']))}, {_e(fmt_time(s['ci_high_s']))}]</td><td>{_e(delta)}</td>"
@@ -927,7 +1219,9 @@ def _family_table(tests: Sequence[Mapping[str, Any]]) -> str:
             if value is None:
                 shown = "-"
             else:
-                shown = f"{100 * value:.1f}%" if "fraction" in f["key"] else f"{value:.4g} {f.get('unit') or ''}".strip()
+                shown = (
+                    f"{100 * value:.1f}%" if "fraction" in f["key"] else f"{value:.4g} {f.get('unit') or ''}".strip()
+                )
             entries.append(f"<td>{_e(f['key'])}</td><td>{_e(shown)}</td><td></td><td></td><td></td>")
         for c in t.get("counters", []):
             derived = c.get("derived") or {}
@@ -942,12 +1236,20 @@ def _family_table(tests: Sequence[Mapping[str, Any]]) -> str:
     return "<table>\n" + "\n".join(rows) + "\n</table>"
 
 
-def write_index(report: Mapping[str, Any], families: Mapping[str, Sequence[Mapping[str, Any]]], images: Mapping[str, Path], out_dir: Path) -> Path:
+def write_index(
+    report: Mapping[str, Any],
+    families: Mapping[str, Sequence[Mapping[str, Any]]],
+    images: Mapping[str, Path],
+    out_dir: Path,
+) -> Path:
     devices = report.get("devices") or {}
-    device_text = "; ".join(
-        f"{d.get('name', key)} (driver {d.get('driver_version', '?')}, CUDA {d.get('cuda_runtime_version', '?')})"
-        for key, d in devices.items()
-    ) or "no device recorded"
+    device_text = (
+        "; ".join(
+            f"{d.get('name', key)} (driver {d.get('driver_version', '?')}, CUDA {d.get('cuda_runtime_version', '?')})"
+            for key, d in devices.items()
+        )
+        or "no device recorded"
+    )
     summary = ", ".join(f"{n} {k}" for k, n in sorted((report.get("summary") or {}).items())) or "none"
     parts = [
         "<!DOCTYPE html>",
@@ -960,16 +1262,24 @@ def write_index(report: Mapping[str, Any], families: Mapping[str, Sequence[Mappi
         f"{_e(datetime.now(timezone.utc).isoformat(timespec='seconds'))}. Device: {_e(device_text)}.</p>",
         f"<p>Verdicts: {_e(summary)}. Cache mode {_e((report.get('settings') or {}).get('cache', '?'))}, "
         f"confidence {_e((report.get('settings') or {}).get('confidence', '?'))}.</p>",
-        "<ul>" + "".join(f'<li><a href="#{_e(_slug(f))}">{_e(f)}</a> ({len(ts)} tests)</li>' for f, ts in families.items()) + "</ul>",
+        "<ul>"
+        + "".join(f'<li><a href="#{_e(_slug(f))}">{_e(f)}</a> ({len(ts)} tests)</li>' for f, ts in families.items())
+        + "</ul>",
     ]
     for family, tests in families.items():
         parts.append(f'<h2 id="{_e(_slug(family))}">{_e(family)}</h2>')
         if family in images:
-            parts.append(f'<p><a href="{_e(images[family].name)}"><img src="{_e(images[family].name)}" alt="{_e(family)} chart"></a></p>')
+            parts.append(
+                f'<p><a href="{_e(images[family].name)}"><img src="{_e(images[family].name)}" alt="{_e(family)} chart"></a></p>'
+            )
         parts.append(_family_table(tests))
     skipped = report.get("skipped") or []
     if skipped:
-        parts.append("<h2>Skipped GPU parts</h2><ul>" + "".join(f"<li>{s['count']} &times; {_e(s['reason'])}</li>" for s in skipped) + "</ul>")
+        parts.append(
+            "<h2>Skipped GPU parts</h2><ul>"
+            + "".join(f"<li>{s['count']} &times; {_e(s['reason'])}</li>" for s in skipped)
+            + "</ul>"
+        )
     parts.append("</body></html>")
     path = out_dir / "index.html"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
@@ -990,7 +1300,9 @@ def write_plots(report: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
     images: dict[str, Path] = {}
     for family, tests in families.items():
         n = len(tests)
-        written = plot_family(family, tests, out / f"{_slug(family)}.png", subtitle=f"{subtitle}, {n} test{'s' * (n != 1)}".lstrip(", "))
+        written = plot_family(
+            family, tests, out / f"{_slug(family)}.png", subtitle=f"{subtitle}, {n} test{'s' * (n != 1)}".lstrip(", ")
+        )
         if written is not None:
             images[family] = written
     index = write_index(report, families, images, out)

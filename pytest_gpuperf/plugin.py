@@ -5,6 +5,7 @@ marker or fixture name (its fixtures are ``gpuperf_device``, ``gpu_perf``, ``gpu
 ``gpu_static``; ``gpu`` remains as an alias that a project's own ``gpu`` fixture overrides), it
 loads no hypothesis profile unless asked (``--hypothesis-profile=gpu-perf``), and loading it
 imports no NumPy, CUDA or framework package (CUDA is probed only when a test needs a GPU)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -69,7 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session = GpuPerfSession(config, settings)
     if settings.enabled and settings.against:
         try:
-            session.against  # resolved now, so a bad revision is a usage error before any test runs
+            _ = session.against  # resolved now, so a bad revision is a usage error before any test runs
         except GpuPerfUsageError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION_KEY] = session
@@ -111,7 +112,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"{s.settings.baselines_dir / device.key}",
     ]
     if s.settings.update_baselines:
-        lines.append(f"gpu-perf: --gpu-perf-update-baselines: this run's measurements replace the stored baselines of {device.key}")
+        lines.append(
+            f"gpu-perf: --gpu-perf-update-baselines: this run's measurements replace the stored baselines of {device.key}"
+        )
     return lines
 
 
@@ -191,7 +194,7 @@ def gpu_perf(request: pytest.FixtureRequest) -> Any:
     return GpuPerf(s, request.node, settings)
 
 
-COUNTERS_CACHE_KEY = pytest.StashKey[dict]()
+COUNTERS_CACHE_KEY = pytest.StashKey[dict[str, Any]]()
 
 
 @pytest.fixture

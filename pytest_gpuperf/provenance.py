@@ -3,6 +3,7 @@
 Written into every JSON report and every baseline file an update writes, so a figure can be
 traced to the code that produced it.
 """
+
 from __future__ import annotations
 
 import functools

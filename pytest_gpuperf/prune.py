@@ -5,12 +5,13 @@ its module (``TestX::test_y[a::b]`` may itself hold ``::``) and the variant name
 ``::`` too. So a key is never split blindly: it is live when some collected test id of its
 module is a prefix of it followed by ``::``.
 """
+
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Mapping, Sequence
 
 from pytest_gpuperf.baselines import BaselineFile, module_file_name
 from pytest_gpuperf.errors import GpuPerfError
@@ -50,7 +51,9 @@ def read_node_ids(source: str) -> list[str]:
         raise GpuPerfError(f"the node id file {source} is not UTF-8 text; nothing was pruned") from None
     ids = [line.strip() for line in text.splitlines() if "::" in line and not line.lstrip().startswith("#")]
     if not ids:
-        raise GpuPerfError(f"{source} holds no test node ids (lines like tests/x/test_perf.py::test_y[p]); nothing was pruned")
+        raise GpuPerfError(
+            f"{source} holds no test node ids (lines like tests/x/test_perf.py::test_y[p]); nothing was pruned"
+        )
     return ids
 
 

@@ -6,6 +6,7 @@ machine, a clock level or a drift that moves the kernel and the reference alike 
 Otherwise the raw times are compared, and only the machine band b separates a machine's
 offset from a regression.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

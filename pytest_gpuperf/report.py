@@ -1,16 +1,17 @@
 """Human and machine-readable reports: failure tables, the terminal summary, the JSON report."""
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_gpuperf.baselines import Change, Entry
     from pytest_gpuperf.regression import RegressionCheck
     from pytest_gpuperf.results import Comparison, Measurement
-    from pytest_gpuperf.stats import Interval
 
 REPORT_SCHEMA = "pytest-gpuperf/report/1"
 
@@ -31,10 +32,10 @@ def _ci(low: float, high: float, fmt: str = "{:.4g}") -> str:
 
 def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
 
 
-def _measurement_row(m: "Measurement") -> list[str]:
+def _measurement_row(m: Measurement) -> list[str]:
     return [
         m.name,
         fmt_time(m.median_s),
@@ -45,14 +46,14 @@ def _measurement_row(m: "Measurement") -> list[str]:
     ]
 
 
-def format_comparison_failure(c: "Comparison") -> str:
+def format_comparison_failure(c: Comparison) -> str:
     """The table printed when a speedup claim fails or stays undecided."""
     if c.verdict.value == "fail":
         head = f"speedup gate FAILED: {c.fast.name!r} vs {c.baseline.name!r} must be >= {c.at_least:.3f}x"
         why = "the whole interval lies below the required margin"
     else:
         head = f"speedup gate INCONCLUSIVE: {c.fast.name!r} vs {c.baseline.name!r} must be >= {c.at_least:.3f}x"
-        if c.level_shift is None or c.ci_low < c.at_least <= c.ci_high:
+        if c.level_shift is None or (c.at_least is not None and c.ci_low < c.at_least <= c.ci_high):
             why = "the interval contains the margin even after re-sampling; lower the margin or raise --gpu-perf-budget"
         else:
             why = "part of the run clears the margin and part does not (note below)"
@@ -69,17 +70,20 @@ def format_comparison_failure(c: "Comparison") -> str:
     return (
         f"{head}\n{_table(rows)}\n"
         f"  speedup   {c.speedup:.4f}x  {_ci(c.ci_low, c.ci_high)} ({100 * c.confidence:g}% CI, {basis})\n"
-        f"  required  >= {c.at_least:.4f}x: {why}"
-        + "".join(f"\n  note      {note}" for note in c.notes)
+        f"  required  >= {c.at_least:.4f}x: {why}" + "".join(f"\n  note      {note}" for note in c.notes)
     )
 
 
-def format_regression_failure(
-    m: "Measurement", entry: "Entry", check: "RegressionCheck", device_key: str, path: Path
-) -> str:
+def format_regression_failure(m: Measurement, entry: Entry, check: RegressionCheck, device_key: str, path: Path) -> str:
     rows = [
         ["", "median", f"{100 * m.confidence:g}% CI", "samples", "recorded"],
-        ["now", fmt_time(m.median_s), "[" + fmt_time(m.ci_low_s) + ", " + fmt_time(m.ci_high_s) + "]", str(m.n), "this run"],
+        [
+            "now",
+            fmt_time(m.median_s),
+            "[" + fmt_time(m.ci_low_s) + ", " + fmt_time(m.ci_high_s) + "]",
+            str(m.n),
+            "this run",
+        ],
         [
             "baseline",
             fmt_time(entry.median_s),
@@ -113,7 +117,7 @@ def format_regression_failure(
     )
 
 
-def format_against_failure(pair: "Comparison", check: "RegressionCheck", label: str) -> str:
+def format_against_failure(pair: Comparison, check: RegressionCheck, label: str) -> str:
     """A variant slower than its namesake built from another revision, timed in the same rounds."""
     s = check.slowdown
     limit = 1 + check.threshold
@@ -133,7 +137,7 @@ def format_against_failure(pair: "Comparison", check: "RegressionCheck", label: 
     )
 
 
-def _clock_note(m: "Measurement", entry: "Entry") -> str:
+def _clock_note(m: Measurement, entry: Entry) -> str:
     """SM clocks now and at recording: under power capping a compute-bound kernel's time follows its clock."""
     before = entry.extra.get("sm_clock_mhz") or []
     now = [c.sm_clock_mhz for c in m.clocks[:1] + m.clocks[-1:]]
@@ -241,11 +245,12 @@ def time_lines(records: Iterable[dict[str, Any]], slowest: int = 5) -> list[str]
             spent.append((c["wall_s"], f"{r['test']}: {c['fast']} vs {c['baseline']}"))
     if not spent:
         return []
-    by_module: Counter[str] = Counter()
+    by_module: dict[str, float] = {}
     for seconds, what in spent:
-        by_module[what.split("::", 1)[0]] += seconds
+        module = what.split("::", 1)[0]
+        by_module[module] = by_module.get(module, 0.0) + seconds
     lines = [f"gpu-perf time: {sum(s for s, _ in spent):.1f} s measuring (warm-up and capture included), by module:"]
-    lines += [f"  {seconds:7.1f} s  {module}" for module, seconds in by_module.most_common()]
+    lines += [f"  {seconds:7.1f} s  {module}" for module, seconds in sorted(by_module.items(), key=lambda kv: -kv[1])]
     lines.append(f"slowest {min(slowest, len(spent))} measurement(s):")
     lines += [f"  {seconds:7.2f} s  {what}" for seconds, what in sorted(spent, reverse=True)[:slowest]]
     return lines
@@ -268,7 +273,7 @@ def progress_lines(record: dict[str, Any]) -> list[str]:
     return []
 
 
-def format_changes(changes: Sequence["Change"]) -> list[str]:
+def format_changes(changes: Sequence[Change]) -> list[str]:
     lines = []
     file = None
     for ch in changes:
@@ -278,7 +283,9 @@ def format_changes(changes: Sequence["Change"]) -> list[str]:
         if ch.old is None:
             lines.append(f"    + {ch.key}: {fmt_time(ch.new.median_s)} (new)")
         else:
-            lines.append(f"    ~ {ch.key}: {fmt_time(ch.old.median_s)} -> {fmt_time(ch.new.median_s)} ({100 * (ch.delta or 0):+.1f}%)")
+            lines.append(
+                f"    ~ {ch.key}: {fmt_time(ch.old.median_s)} -> {fmt_time(ch.new.median_s)} ({100 * (ch.delta or 0):+.1f}%)"
+            )
     return lines
 
 
@@ -288,29 +295,44 @@ def static_lines(records: Iterable[dict[str, Any]], no_gpu: Counter[str], no_gpu
     static = [r for r in records if r["kind"] == "static"]
     lines: list[str] = []
     if static:
-        rows = [["module", "arch", "kernels", "max regs", "spills", "max SASS instrs", "ptxas warnings", "SASS facts",
-                 "budgets", "verdict"]]
+        rows = [
+            [
+                "module",
+                "arch",
+                "kernels",
+                "max regs",
+                "spills",
+                "max SASS instrs",
+                "ptxas warnings",
+                "SASS facts",
+                "budgets",
+                "verdict",
+            ]
+        ]
         for r in static:
             kernels = r["kernels"]
             facts = r["facts"]
             counts = [k["sass_instructions"] for k in kernels if k.get("sass_instructions") is not None]
-            rows.append([
-                r["module"],
-                r["arch"],
-                str(len(kernels)),
-                str(max((k["registers"] for k in kernels), default=0)),
-                str(sum(k["spill_stores"] + k["spill_loads"] for k in kernels)) + " B",
-                str(max(counts)) if counts else "-",
-                str(len(r["ptxas_warnings"])),
-                f"{sum(f['ok'] for f in facts)}/{len(facts)}",
-                f"{sum(k['budget'] is not None for k in kernels)}/{len(kernels)}",
-                r["verdict"],
-            ])
+            rows.append(
+                [
+                    r["module"],
+                    r["arch"],
+                    str(len(kernels)),
+                    str(max((k["registers"] for k in kernels), default=0)),
+                    str(sum(k["spill_stores"] + k["spill_loads"] for k in kernels)) + " B",
+                    str(max(counts)) if counts else "-",
+                    str(len(r["ptxas_warnings"])),
+                    f"{sum(f['ok'] for f in facts)}/{len(facts)}",
+                    f"{sum(k['budget'] is not None for k in kernels)}/{len(kernels)}",
+                    r["verdict"],
+                ]
+            )
         lines.append(_table(rows, indent=""))
         built = [r for r in static if not r["cached"]]
         verdicts = Counter(r["verdict"] for r in static)
         lines.append(
-            "static checks: " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
+            "static checks: "
+            + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
             + f" ({len(built)} built in {sum(r['seconds'] for r in built):.1f} s, {len(static) - len(built)} from the cache "
             f"in {sum(r['seconds'] for r in static if r['cached']):.1f} s)"
         )
@@ -340,15 +362,32 @@ def build_json(
     records: Sequence[dict[str, Any]],
     outcomes: dict[str, str],
     skip_reasons: Counter[str],
-    changes: Sequence["Change"],
+    changes: Sequence[Change],
     settings: dict[str, Any],
 ) -> dict[str, Any]:
     devices = {r["device"]["key"]: r["device"] for r in records if r["kind"] == "measurement"}
     tests: dict[str, dict[str, Any]] = {}
     for nodeid, outcome in outcomes.items():
-        tests[nodeid] = {"nodeid": nodeid, "outcome": outcome, "measurements": [], "comparisons": [], "figures": [], "static": []}
+        tests[nodeid] = {
+            "nodeid": nodeid,
+            "outcome": outcome,
+            "measurements": [],
+            "comparisons": [],
+            "figures": [],
+            "static": [],
+        }
     for r in records:
-        t = tests.setdefault(r["test"], {"nodeid": r["test"], "outcome": "unknown", "measurements": [], "comparisons": [], "figures": [], "static": []})
+        t = tests.setdefault(
+            r["test"],
+            {
+                "nodeid": r["test"],
+                "outcome": "unknown",
+                "measurements": [],
+                "comparisons": [],
+                "figures": [],
+                "static": [],
+            },
+        )
         if r["kind"] == "measurement":
             kept = {k: v for k, v in r.items() if k not in ("kind", "test", "device")}
             t["measurements"].append(kept | {"device": r["device"]["key"], "gpu_ordinal": r["device"]["ordinal"]})
@@ -368,7 +407,12 @@ def build_json(
         "tests": list(tests.values()),
         "skipped": [{"reason": reason, "count": n} for reason, n in skip_reasons.most_common()],
         "baseline_changes": [
-            {"file": c.file, "key": c.key, "old_median_s": c.old.median_s if c.old else None, "new_median_s": c.new.median_s}
+            {
+                "file": c.file,
+                "key": c.key,
+                "old_median_s": c.old.median_s if c.old else None,
+                "new_median_s": c.new.median_s,
+            }
             for c in changes
         ],
         "summary": dict(verdict_counts(records)),

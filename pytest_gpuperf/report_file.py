@@ -8,6 +8,7 @@ read, so a bad file is one line naming the file, the field and the value, never 
 Numbers must be finite and within the float range; where the writer may have replaced a
 non-finite value by null, null is accepted and shown as "-".
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -41,10 +42,14 @@ def load_report(path: Path) -> dict[str, Any]:
 def validate_report(data: Any, path: Path) -> dict[str, Any]:
     """``data`` (a parsed report of ``path``) when every field a reader uses has its type."""
     if not isinstance(data, dict) or "schema" not in data:
-        what = "no 'schema' field" if isinstance(data, dict) else f"a JSON {json_type(data)}, not an object with a 'schema' field"
+        what = (
+            "no 'schema' field"
+            if isinstance(data, dict)
+            else f"a JSON {json_type(data)}, not an object with a 'schema' field"
+        )
         raise ReportFileError(
             f"{path} is not a pytest-gpuperf report ({what}); "
-            f"reports are written by pytest --gpu-perf --gpu-perf-json FILE and start with \"schema\": \"{REPORT_SCHEMA}\""
+            f'reports are written by pytest --gpu-perf --gpu-perf-json FILE and start with "schema": "{REPORT_SCHEMA}"'
         )
     if data["schema"] != REPORT_SCHEMA:
         raise ReportFileError(

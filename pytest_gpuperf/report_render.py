@@ -2,9 +2,11 @@
 
 The input is what ``report_file.load_report`` returns, so every field read here has its type.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pytest_gpuperf.report import _table, fmt_time, summary_rows
 
@@ -74,10 +76,16 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
         return f"### {text}" if markdown else f"{text}:"
 
     out = ["## gpu-perf report" if markdown else "gpu-perf report"]
-    out.append(f"Created {data.get('created', '?')}" + (f" on {'; '.join(devices)}" if devices else " (no GPU measured)") + ".")
+    out.append(
+        f"Created {data.get('created', '?')}" + (f" on {'; '.join(devices)}" if devices else " (no GPU measured)") + "."
+    )
     if verdicts:
         ordered = sorted(verdicts.items(), key=lambda kv: (min(_URGENCY.get(w, 2) for w in kv[0].split()), kv[0]))
-        out.append("Verdicts: " + ", ".join(f"{n} {k}" for k, n in (ordered if failures_first else sorted(verdicts.items()))) + ".")
+        out.append(
+            "Verdicts: "
+            + ", ".join(f"{n} {k}" for k, n in (ordered if failures_first else sorted(verdicts.items())))
+            + "."
+        )
     if failed:
         out += ["", heading(f"Failed tests ({len(failed)})")]
         out += [f"- `{n}`" if markdown else f"  {n}" for n in failed]

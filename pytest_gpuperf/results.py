@@ -1,12 +1,15 @@
 """What a user passes in (``Variant``) and gets back (``Measurement``, ``Comparison``)."""
+
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.gates import Verdict
+from pytest_gpuperf.options import CacheMode
 from pytest_gpuperf.stats import Estimate, Interval, LevelShift
 from pytest_gpuperf.timing.nvml import THROTTLE_REASONS, ClockState
 
@@ -14,8 +17,6 @@ __all__ = ["CacheMode", "Variant", "Calibration", "Measurement", "Comparison", "
 
 if TYPE_CHECKING:
     from pytest_gpuperf.timing.health import Health
-
-CacheMode = Literal["cold", "hot"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,9 @@ class Variant:
         if not all(callable(r) for r in self.rotations):
             raise TypeError(f"Variant {self.name!r}: rotations must be a tuple of callables")
         if self.reference not in (None, "copy", "gemm", "none"):
-            raise ValueError(f"Variant {self.name!r}: reference must be 'copy', 'gemm' or 'none', got {self.reference!r}")
+            raise ValueError(
+                f"Variant {self.name!r}: reference must be 'copy', 'gemm' or 'none', got {self.reference!r}"
+            )
 
     @property
     def reference_kind(self) -> str | None:
@@ -73,7 +76,7 @@ class Variant:
             return "gemm"
         return "copy"
 
-    def renamed(self, name: str) -> "Variant":
+    def renamed(self, name: str) -> Variant:
         return dataclasses.replace(self, name=name)
 
 
@@ -115,7 +118,7 @@ class Measurement:
     device_key: str = ""
     stop_reason: str = ""
     notes: list[str] = field(default_factory=list)
-    health: "Health | None" = None  # clocks known? other processes on the GPU? (None: not checked)
+    health: Health | None = None  # clocks known? other processes on the GPU? (None: not checked)
     stream_audit: str = "none"  # "cupti": every GPU operation traced to its stream; "capture": capture checks only
     estimate: Estimate | None = None  # batch-means estimate of log(time); None for runs too short to batch
     calibration: Calibration | None = None

@@ -6,6 +6,7 @@ loads and stores, grid-stride, several words in flight per thread, and the best
 of a few launch shapes (one shape alone measured 3.9 TB/s, below what a merge kernel
 reached). Bytes read plus bytes written are counted, as nvbench and the ANCHORS table do.
 """
+
 from __future__ import annotations
 
 from typing import Any

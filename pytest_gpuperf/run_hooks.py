@@ -1,5 +1,6 @@
 """The run's results: collected from test reports (so they survive pytest-xdist), shown as
 progress under ``-v``, written out at session end, and summed up in the terminal summary."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -19,7 +20,7 @@ MAX_LISTED = 10  # missing-baseline notes and shifted comparisons listed in the 
 class RunHooks:
     """Collects results from reports (so they survive pytest-xdist) and writes them out."""
 
-    def __init__(self, session: "GpuPerfSession"):
+    def __init__(self, session: GpuPerfSession):
         self.s = session
         self.outcomes: dict[str, str] = {}
         self.no_gpu: Counter[str] = Counter()  # tests skipped for want of a GPU, by role
@@ -35,7 +36,7 @@ class RunHooks:
                 if reason[len(SKIP_PREFIX) :].startswith("perf test, timing is off"):
                     self.timing_off += 1
                 if reason[len(SKIP_PREFIX) :].startswith("no GPU: "):
-                    roles = [v for k, v in report.user_properties if k == ROLE_KEY]
+                    roles = [str(v) for k, v in report.user_properties if k == ROLE_KEY]
                     self.no_gpu[roles[0] if roles else "other"] += 1
                     self.no_gpu_reason = reason[len(SKIP_PREFIX) + len("no GPU: ") :]
                 self.outcomes[report.nodeid] = "skipped"
@@ -43,7 +44,9 @@ class RunHooks:
             if report.failed and report.nodeid in self.outcomes:
                 self.outcomes[report.nodeid] = "error"
             return
-        records = [value for key, value in report.user_properties if key == RECORD_KEY]
+        records: list[dict[str, Any]] = [
+            value for key, value in report.user_properties if key == RECORD_KEY and isinstance(value, dict)
+        ]
         if records:
             self.outcomes[report.nodeid] = report.outcome
         for record in records:
@@ -119,7 +122,9 @@ class RunHooks:
         """The compile-time tier's rows, and which GPU parts a GPU-less run skipped."""
         from pytest_gpuperf.report import static_lines
 
-        no_gpu = self.no_gpu + (Counter({"timing off": self.timing_off}) if self.no_gpu and self.timing_off else Counter())
+        no_gpu = self.no_gpu + (
+            Counter({"timing off": self.timing_off}) if self.no_gpu and self.timing_off else Counter()
+        )
         lines = static_lines(self.s.records, no_gpu, self.no_gpu_reason)
         if any(r["kind"] == "static" for r in self.s.records):
             tr.write_sep("=", "gpu-perf static checks")
@@ -139,7 +144,7 @@ class RunHooks:
         if len(rows) > 1:
             widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
             for r in rows:
-                tr.write_line("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+                tr.write_line("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip())
             counts = verdict_counts(self.s.records)
             tr.write_line("verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
         missing = [r["note"].split(" (looked in")[0] for r in self.s.records if r.get("note")]

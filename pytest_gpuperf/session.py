@@ -1,14 +1,16 @@
 """Run state of one pytest process: settings, the device, the backend, baselines and results."""
+
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -63,9 +65,9 @@ class GpuPerfSession:
     settings: Settings
     records: list[dict[str, Any]] = field(default_factory=list)
     skip_reasons: Counter[str] = field(default_factory=Counter)
-    baseline_changes: list["Change"] = field(default_factory=list)
+    baseline_changes: list[Change] = field(default_factory=list)
     _device: DeviceInfo | NoDevice | None = None
-    _backend: "TimingBackend | None" = None
+    _backend: TimingBackend | None = None
     _copy_bandwidth: float | None = None
     _against: Any = None
 
@@ -73,13 +75,13 @@ class GpuPerfSession:
         self.not_recorded: list[str] = []  # measurements an update left out, and why
 
     @cached_property
-    def store(self) -> "BaselineStore":
+    def store(self) -> BaselineStore:
         from pytest_gpuperf.baselines import BaselineStore
 
         return BaselineStore(self.settings.baselines_dir)
 
     @cached_property
-    def guard(self) -> "HealthGuard":
+    def guard(self) -> HealthGuard:
         """One per run: the wait budget for a quiet GPU is the run's."""
         from pytest_gpuperf.timing.health import HealthGuard
 
@@ -112,7 +114,7 @@ class GpuPerfSession:
         return self._device
 
     @property
-    def backend(self) -> "TimingBackend":
+    def backend(self) -> TimingBackend:
         if self._backend is None:
             device = self.device
             assert isinstance(device, DeviceInfo), "backend requested without a device"
@@ -158,7 +160,7 @@ class GpuPerfSession:
             return None
         return self.backend.reference(kind)
 
-    def policy(self, settings: Settings) -> "SamplingPolicy":
+    def policy(self, settings: Settings) -> SamplingPolicy:
         from pytest_gpuperf.timing.sampler import SamplingPolicy
 
         return SamplingPolicy(
@@ -192,9 +194,8 @@ class GpuPerfSession:
 
         Each file is written on its own; returns one ``outputs.Outcome`` per file.
         """
-        from pytest_gpuperf.outputs import attempt
-
         from pytest_gpuperf.baselines import Entry
+        from pytest_gpuperf.outputs import attempt
 
         grouped: dict[tuple[str, str], dict[str, Entry]] = {}
         devices: dict[str, dict[str, Any]] = {}
@@ -226,7 +227,7 @@ class GpuPerfSession:
         return outcomes
 
 
-def copy_variants(backend: "TimingBackend", device: DeviceInfo) -> list[Any]:
+def copy_variants(backend: TimingBackend, device: DeviceInfo) -> list[Any]:
     """Variants copying a buffer far larger than L2 with the SMs, for the copy-bandwidth roofline."""
     from pytest_gpuperf.results import Variant
     from pytest_gpuperf.roofline import copy_buffer_bytes, copy_launches

@@ -15,13 +15,15 @@ series' rank lag-1 autocorrelation), and no gate decides on an estimate where th
   (``median_ci``), reported for runs too short to cut into batches.
 - A ratio against a stored baseline combines both estimates' standard errors on the log scale.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -83,7 +85,7 @@ class Estimate:
         half = float(sps.t.ppf(0.5 + confidence / 2.0, max(self.df, 1))) * self.se * self.inflation
         return Interval(math.exp(self.center), math.exp(self.center - half), math.exp(self.center + half), confidence)
 
-    def minus(self, other: "Estimate") -> "Estimate":
+    def minus(self, other: Estimate) -> Estimate:
         """The difference of two independent estimates (a log-ratio), Welch-style degrees of freedom."""
         se = math.hypot(self.se, other.se)
         return Estimate(
@@ -117,7 +119,7 @@ def estimate_from_interval(interval: Interval, df: int = 30) -> Estimate:
     return Estimate(math.log(interval.estimate), se if math.isfinite(se) else 0.0, df, df + 1)
 
 
-def rank_lag1(values: Sequence[float]) -> float:
+def rank_lag1(values: Sequence[float] | np.ndarray) -> float:
     """Lag-1 autocorrelation of the ranks of ``values`` (robust to outliers), in [-1, 1]."""
     from scipy import stats as sps  # lazily: loading the plugin must stay cheap
 
@@ -127,7 +129,7 @@ def rank_lag1(values: Sequence[float]) -> float:
     return float((r[1:] * r[:-1]).sum() / denominator) if denominator > 0 else 0.0
 
 
-def batch_estimate(log_values: Sequence[float], batches: int = BATCHES) -> Estimate | None:
+def batch_estimate(log_values: Sequence[float] | np.ndarray, batches: int = BATCHES) -> Estimate | None:
     """Batch-means estimate of the location of ``log_values`` (in the order taken); None when
     there are fewer than ``MIN_BATCH`` values per batch. The earliest values that do not fill
     a batch are left out."""
@@ -140,7 +142,15 @@ def batch_estimate(log_values: Sequence[float], batches: int = BATCHES) -> Estim
     needed = math.ceil(BATCH_FACTOR * (1.0 + rho) / (1.0 - rho))
     se = float(medians.std(ddof=1)) / math.sqrt(batches)
     return Estimate(
-        float(medians.mean()), se, batches - 1, int(x.size), rho, size, needed, float(medians.min()), float(medians.max())
+        float(medians.mean()),
+        se,
+        batches - 1,
+        int(x.size),
+        rho,
+        size,
+        needed,
+        float(medians.min()),
+        float(medians.max()),
     )
 
 
@@ -248,7 +258,7 @@ def log_sigma(interval: Interval) -> float:
     """Standard error of log(estimate) implied by a symmetric-on-log-scale interval."""
     from scipy import stats as sps  # lazily: loading the plugin must stay cheap
 
-    z = sps.norm.ppf(0.5 + interval.confidence / 2.0)
+    z = float(sps.norm.ppf(0.5 + interval.confidence / 2.0))
     if interval.low <= 0 or interval.high <= 0:
         return math.inf
     return (math.log(interval.high) - math.log(interval.low)) / (2.0 * z)

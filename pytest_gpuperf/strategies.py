@@ -4,9 +4,10 @@ First calls compile kernels (seconds), so the ``gpu-perf`` profile has no deadli
 registers it when the command line asks for it (``--hypothesis-profile=gpu-perf``, e.g. in the
 project's ``addopts``); a project can also call ``register_profile()`` from its conftest.py.
 """
+
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from hypothesis import HealthCheck, settings
@@ -31,7 +32,9 @@ def sizes(min_value: int = 1, max_value: int = 4096, *, multiple_of: int | None 
     if multiple_of:
         lo, hi = -(-min_value // multiple_of), max_value // multiple_of
         return st.integers(lo, hi).map(lambda k: k * multiple_of)
-    edges = sorted({v for base in (1, 32, 64, 128, 256) for v in (base - 1, base, base + 1) if min_value <= v <= max_value})
+    edges = sorted(
+        {v for base in (1, 32, 64, 128, 256) for v in (base - 1, base, base + 1) if min_value <= v <= max_value}
+    )
     edges += [max_value]
     return st.one_of(st.sampled_from(edges), st.integers(min_value, max_value))
 
@@ -42,7 +45,8 @@ def shapes(ndim: int, min_side: int = 1, max_side: int = 512) -> st.SearchStrate
 
 def finite_floats(dtype: Any = np.float32, magnitude: float = 8.0) -> st.SearchStrategy[float]:
     """Finite values representable in ``dtype`` within ±magnitude (no NaN or inf)."""
-    width = 16 if np.dtype(dtype).itemsize <= 2 else 32 if np.dtype(dtype).itemsize == 4 else 64
+    size = np.dtype(dtype).itemsize
+    width: Literal[16, 32, 64] = 16 if size <= 2 else 32 if size == 4 else 64
     return st.floats(-magnitude, magnitude, allow_nan=False, allow_infinity=False, width=width)
 
 

@@ -20,6 +20,7 @@ Entries are verified on every load: a missing or truncated build.json or artifac
 sha256 differs, is rebuilt in place. Staging folders whose process is gone (or that are older
 than an hour, for another host's) are removed before the next build.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +32,9 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from pytest_gpuperf.compile.private_dir import CACHE_ENV, check_private_dir, ensure_private_dir
 from pytest_gpuperf.files import atomic_write_json
@@ -212,11 +214,14 @@ class BuildCache:
             shutil.rmtree(entry)
         os.replace(staging, entry)
         if all(h is not None and not _changed_since(d, started_ns) for d, h in digests):
-            self._record(base_key, {
-                "entry": key,
-                "dependencies": digests,
-                "folders": [(f, _listing_digest(f)) for f in folders],
-            })
+            self._record(
+                base_key,
+                {
+                    "entry": key,
+                    "dependencies": digests,
+                    "folders": [(f, _listing_digest(f)) for f in folders],
+                },
+            )
         return CacheEntry(entry, key, dict(built.meta), cached=False)
 
     def _record(self, base_key: str, candidate: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@
 ``\\ ``, ``#`` as ``\\#`` and ``$`` as ``$$``. Callers pass ``-MT deps`` so the target is a
 plain word and the first colon ends it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

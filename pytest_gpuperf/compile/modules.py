@@ -4,12 +4,14 @@ CuPy compiles with NVRTC and keeps its own on-disk cache; this layer adds a per-
 cache keyed on the source text and options so each test does not re-read and re-hash
 the file, and turns compile failures into errors that name the source.
 """
+
 from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 
 class KernelCompileError(RuntimeError):
@@ -44,6 +46,6 @@ def _compile(path: str, digest: str, options: tuple[str, ...], names: tuple[str,
     module = cupy.RawModule(code=code, options=opts, name_expressions=names or None, backend=backend)
     try:
         module.compile()
-    except cupy.cuda.compiler.CompileException as exc:  # type: ignore[attr-defined]
+    except cupy.cuda.compiler.CompileException as exc:
         raise KernelCompileError(f"{path}: compilation failed with options {list(opts)}:\n{exc}") from exc
     return module

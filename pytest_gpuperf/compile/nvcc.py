@@ -18,6 +18,7 @@ and flags holding shell metacharacters are refused before it starts; it runs wit
 (``GPU_PERF_NVCC_TIMEOUT`` seconds, default 1800) and its temporary files go to the private
 staging folder rather than the shared ``/tmp``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,8 +28,8 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from pytest_gpuperf.compile.cache import BuildCache, Built, digest_fields
 from pytest_gpuperf.compile.depfile import TARGET, parse_depfile
@@ -250,9 +251,7 @@ def cache_for(cache_dir: str | os.PathLike[str] | None, name: str, lock_timeout_
     return cache
 
 
-def check_arguments(
-    compiler: str, sources: Sequence[Path], include_dirs: Sequence[Path], flags: Sequence[str]
-) -> None:
+def check_arguments(compiler: str, sources: Sequence[Path], include_dirs: Sequence[Path], flags: Sequence[str]) -> None:
     """Refuse, before nvcc runs, any path or flag its shell would interpret, including the
     flags nvcc takes from NVCC_PREPEND_FLAGS and NVCC_APPEND_FLAGS."""
     refuse_shell_metacharacters(compiler, "nvcc path")
@@ -345,24 +344,35 @@ def build_shared_library(
     arguments = [gencode, *all_flags, *(f"-I{p}" for p in include_paths), *_wheel_link_dirs(compiler)]
     cache = cache_for(cache_dir, "nvcc", lock_timeout_s)
     workdir = Path.cwd()  # a relative path in a flag is relative to it
-    base = digest_fields([
-        ("layout", _KEY_VERSION),
-        ("toolchain", nvcc_identity(compiler, arguments)),
-        ("working-folder", str(workdir)),
-        *(("argument", a) for a in arguments),
-        ("library", lib_name),
-        *(field for p in source_paths for field in (("source", str(p)), ("source-bytes", p.read_bytes()))),
-    ])
+    base = digest_fields(
+        [
+            ("layout", _KEY_VERSION),
+            ("toolchain", nvcc_identity(compiler, arguments)),
+            ("working-folder", str(workdir)),
+            *(("argument", a) for a in arguments),
+            ("library", lib_name),
+            *(field for p in source_paths for field in (("source", str(p)), ("source-bytes", p.read_bytes()))),
+        ]
+    )
     names = ", ".join(p.name for p in source_paths)
 
     def build(staging: Path) -> Built:
         env = {**os.environ, "TMPDIR": str(staging)}  # nvcc's intermediate files stay private
         deps: list[Path] = []
         for index, source in enumerate(source_paths):
-            deps += dependencies([compiler, *arguments], source, staging / f"{index}-{source.name}.d",
-                                 f"listing the headers of {source.name}", cwd=workdir, env=env, timeout_s=timeout)
+            deps += dependencies(
+                [compiler, *arguments],
+                source,
+                staging / f"{index}-{source.name}.d",
+                f"listing the headers of {source.name}",
+                cwd=workdir,
+                env=env,
+                timeout_s=timeout,
+            )
         command = [compiler, *arguments, *(str(p) for p in source_paths), "-o", str(staging / lib_name)]
-        log, seconds = run_nvcc(command, staging / lib_name, f"building {names}", cwd=workdir, env=env, timeout_s=timeout)
+        log, seconds = run_nvcc(
+            command, staging / lib_name, f"building {names}", cwd=workdir, env=env, timeout_s=timeout
+        )
         (staging / "nvcc.log").write_text(log, encoding="utf-8")
         return Built(
             files=(lib_name, "nvcc.log"),

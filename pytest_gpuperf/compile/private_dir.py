@@ -8,6 +8,7 @@ another user could rename ours away and put their own in its place). The default
 folder, where another user or an earlier job could plant a library under a predictable name.
 ``GPU_PERF_CACHE_DIR`` moves it (under the project, say) and is checked the same way.
 """
+
 from __future__ import annotations
 
 import os

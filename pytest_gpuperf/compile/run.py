@@ -5,13 +5,14 @@ nvcc runs cicc, ptxas and the host compiler as children; ``subprocess.run(timeou
 nvcc alone and then waits for its pipes, which those children keep open, so it would hang as
 long as they run. Each tool starts in a session of its own and the group is killed instead.
 """
+
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 __all__ = ["run_tool"]
 

@@ -28,6 +28,7 @@ nvcc and NVRTC share the front end and ptxas, so registers and instructions matc
 load through CuPy up to the toolkit version; a difference in minor versions can move a register
 count, which is why budgets record the nvcc that produced them.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,10 +41,11 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.baselines import locked_for_writing
 from pytest_gpuperf.compile import nvcc as _nvcc
@@ -127,7 +129,9 @@ class CudaModule:
     include_dirs: tuple[Path, ...] = ()
     defines: tuple[str, ...] = ()
     sass_facts: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict, hash=False)
-    sass_facts_by_arch: Mapping[str, Mapping[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict, hash=False)
+    sass_facts_by_arch: Mapping[str, Mapping[str, tuple[str, ...]]] = dataclasses.field(
+        default_factory=dict, hash=False
+    )
     group: str | None = None
     shared_library: bool = False
     include_dirs_from: str | None = None
@@ -149,13 +153,19 @@ class CudaModule:
             by_arch[arch] = self._checked_facts(facts, f"sass_facts_by_arch[{arch!r}]")
         set_("sass_facts_by_arch", MappingProxyType(by_arch))
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.budget_file):
-            raise ValueError(f"CudaModule {self.name!r}: group/name must be a file-name-safe word, got {self.budget_file!r}")
+            raise ValueError(
+                f"CudaModule {self.name!r}: group/name must be a file-name-safe word, got {self.budget_file!r}"
+            )
         for arch in self.archs:
             _nvcc._gencode(arch)  # raises ValueError on a malformed arch
         if self.max_code_growth is not None and not 0 <= self.max_code_growth < 1:
-            raise ValueError(f"CudaModule {self.name!r}: max_code_growth is a fraction in [0, 1), got {self.max_code_growth!r}")
+            raise ValueError(
+                f"CudaModule {self.name!r}: max_code_growth is a fraction in [0, 1), got {self.max_code_growth!r}"
+            )
         if self.shared_library and self.name_expressions:
-            raise ValueError(f"CudaModule {self.name!r}: a shared library instantiates its own templates; drop name_expressions")
+            raise ValueError(
+                f"CudaModule {self.name!r}: a shared library instantiates its own templates; drop name_expressions"
+            )
 
     def _checked_facts(self, raw: Mapping[str, Any], where: str) -> Mapping[str, tuple[str, ...]]:
         facts = {str(k): (v,) if isinstance(v, str) else tuple(v) for k, v in dict(raw).items()}
@@ -164,7 +174,9 @@ class CudaModule:
                 try:
                     re.compile(regex)
                 except re.error as exc:
-                    raise ValueError(f"CudaModule {self.name!r}: {where}[{pattern!r}]: bad regex {regex!r}: {exc}") from None
+                    raise ValueError(
+                        f"CudaModule {self.name!r}: {where}[{pattern!r}]: bad regex {regex!r}: {exc}"
+                    ) from None
         return MappingProxyType(facts)
 
     def facts_for(self, arch: str) -> dict[str, tuple[str, ...]]:
@@ -232,10 +244,12 @@ class KernelResources:
     barriers: int = 0
     sass_instructions: int | None = None  # None: not disassembled
 
-    def budget(self, with_code: bool = False) -> "Budget":
+    def budget(self, with_code: bool = False) -> Budget:
         """The budget that holds the kernel to what it uses now (its instruction count too, if asked)."""
-        return Budget(**{f: getattr(self, f) for f in BUDGET_FIELDS},
-                      sass_instructions=self.sass_instructions if with_code else None)
+        return Budget(
+            **{f: getattr(self, f) for f in BUDGET_FIELDS},
+            sass_instructions=self.sass_instructions if with_code else None,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -410,7 +424,7 @@ def demangle(names: Sequence[str]) -> dict[str, str]:
         out = done.stdout.splitlines()
         if done.returncode != 0 or len(out) != len(mangled):
             raise ToolchainMissing(f"{_demangler()} failed ({done.returncode}): {done.stderr.strip()}")
-        result.update(zip(mangled, out))
+        result.update(zip(mangled, out, strict=False))
     return result
 
 
@@ -451,23 +465,32 @@ def _build_cubin(
     wrapper_text = module.wrapper_source()
     cache = _nvcc.cache_for(cache_dir, "static", BUILD_LOCK_TIMEOUT_S)
     workdir = Path.cwd()  # a relative path in an option is relative to it
-    base = digest_fields([
-        ("layout", _KEY_VERSION),
-        ("toolchain", nvcc_identity(compiler, arguments)),
-        ("working-folder", str(workdir)),
-        *(("argument", a) for a in arguments),
-        ("wrapper", wrapper_text),
-        ("source", str(source)),
-        ("source-bytes", source.read_bytes()),
-    ])
+    base = digest_fields(
+        [
+            ("layout", _KEY_VERSION),
+            ("toolchain", nvcc_identity(compiler, arguments)),
+            ("working-folder", str(workdir)),
+            *(("argument", a) for a in arguments),
+            ("wrapper", wrapper_text),
+            ("source", str(source)),
+            ("source-bytes", source.read_bytes()),
+        ]
+    )
     what = f"compiling {module.name} ({module.source.name}) for {arch}"
 
     def build(staging: Path) -> Built:
         env = {**os.environ, "TMPDIR": str(staging)}
         wrapper = staging / "gpuperf-wrapper.cu"  # never the source's own name
         wrapper.write_text(wrapper_text, encoding="utf-8")
-        deps = _nvcc.dependencies([compiler, *arguments], wrapper, staging / "wrapper.d",
-                                  f"listing the headers of {module.name}", cwd=workdir, env=env, timeout_s=timeout_s)
+        deps = _nvcc.dependencies(
+            [compiler, *arguments],
+            wrapper,
+            staging / "wrapper.d",
+            f"listing the headers of {module.name}",
+            cwd=workdir,
+            env=env,
+            timeout_s=timeout_s,
+        )
         cubin = staging / "module.cubin"
         command = [compiler, *arguments, str(wrapper), "-o", str(cubin)]
         log, seconds = _nvcc.run_nvcc(command, cubin, what, cwd=workdir, env=env, timeout_s=timeout_s)
@@ -481,7 +504,13 @@ def _build_cubin(
 
     entry = cache.get_or_build(base, build, what=what)
     log = entry.path("ptxas.log").read_text(encoding="utf-8")
-    return entry.path("module.cubin"), log, tuple(entry.meta.get("command", ())), entry.cached, entry.meta.get("build_seconds")
+    return (
+        entry.path("module.cubin"),
+        log,
+        tuple(entry.meta.get("command", ())),
+        entry.cached,
+        entry.meta.get("build_seconds"),
+    )
 
 
 def disassemble(binary: Path, cache_root: Path | None = None) -> str:
@@ -503,9 +532,13 @@ def disassemble(binary: Path, cache_root: Path | None = None) -> str:
         try:
             done = run_tool(command, timeout_s=DISASSEMBLY_TIMEOUT_S, cwd=staging, env=env)
         except subprocess.TimeoutExpired:
-            raise ToolchainMissing(f"`{' '.join(command)}` ran past {DISASSEMBLY_TIMEOUT_S:g} s and was stopped") from None
+            raise ToolchainMissing(
+                f"`{' '.join(command)}` ran past {DISASSEMBLY_TIMEOUT_S:g} s and was stopped"
+            ) from None
         if done.returncode != 0:
-            raise ToolchainMissing(f"`{cuobjdump} -sass {binary}` failed ({done.returncode}): {done.stderr.strip()[:2000]}")
+            raise ToolchainMissing(
+                f"`{cuobjdump} -sass {binary}` failed ({done.returncode}): {done.stderr.strip()[:2000]}"
+            )
         (staging / "sass.txt").write_text(done.stdout, encoding="utf-8")
         return Built(files=("sass.txt",), dependencies=(), meta={"command": command})
 
@@ -550,9 +583,17 @@ def compile_module(
             nvcc=compiler,
             timeout_s=timeout,
         )
-        binary, log, command, cached, build_seconds = built.library, built.log, built.command, built.cached, built.build_seconds
+        binary, log, command, cached, build_seconds = (
+            built.library,
+            built.log,
+            built.command,
+            built.cached,
+            built.build_seconds,
+        )
     else:
-        binary, log, command, cached, build_seconds = _build_cubin(module, arch, compiler, include_dirs, cache_root, timeout)
+        binary, log, command, cached, build_seconds = _build_cubin(
+            module, arch, compiler, include_dirs, cache_root, timeout
+        )
     resources = parse_ptxas_resources(log)
     if not resources:
         raise NvccBuildError(
@@ -603,8 +644,13 @@ class FactCheck:
         return bool(self.kernels) and not self.missing_in
 
     def to_json(self) -> dict[str, Any]:
-        return {"pattern": self.pattern, "regex": self.regex, "kernels": len(self.kernels),
-                "missing_in": list(self.missing_in), "ok": self.ok}
+        return {
+            "pattern": self.pattern,
+            "regex": self.regex,
+            "kernels": len(self.kernels),
+            "missing_in": list(self.missing_in),
+            "ok": self.ok,
+        }
 
 
 def matches(pattern: str, kernel: KernelResources) -> bool:
@@ -659,8 +705,11 @@ class ArchBudgets:
     kernels: dict[str, Budget]
 
     def to_json(self) -> dict[str, Any]:
-        return {"toolchain": self.toolchain, "recorded_at": self.recorded_at,
-                "kernels": {k: self.kernels[k].to_json() for k in sorted(self.kernels)}}
+        return {
+            "toolchain": self.toolchain,
+            "recorded_at": self.recorded_at,
+            "kernels": {k: self.kernels[k].to_json() for k in sorted(self.kernels)},
+        }
 
 
 @dataclasses.dataclass
@@ -671,7 +720,7 @@ class BudgetFile:
     modules: dict[str, dict[str, ArchBudgets]]
 
     @classmethod
-    def read(cls, path: Path) -> "BudgetFile | None":
+    def read(cls, path: Path) -> BudgetFile | None:
         """The validated file, or None when it does not exist (a bad file raises BaselineFileError)."""
         data = read_json_object(path, "static budget file")
         if data is None:
@@ -720,7 +769,9 @@ def _parse_budget(path: Path, where: str, raw: Any) -> Budget:
         raise _bad(path, where, f"must be an object, got {type(raw).__name__}")
     unknown = sorted(set(raw) - {*BUDGET_FIELDS, CODE_FIELD})
     if unknown:
-        raise _bad(path, where, f"has unknown keys {unknown}; expected {list(BUDGET_FIELDS)} and optionally {CODE_FIELD!r}")
+        raise _bad(
+            path, where, f"has unknown keys {unknown}; expected {list(BUDGET_FIELDS)} and optionally {CODE_FIELD!r}"
+        )
     values = {}
     for name in (*BUDGET_FIELDS, CODE_FIELD):
         value = raw.get(name)
@@ -747,20 +798,31 @@ class BudgetChange:
             return f"+ {where}: " + _budget_text(self.new)
         if self.new is None:
             return f"- {where}: removed (no longer built)"
-        diffs = [f"{f} {getattr(self.old, f)} -> {getattr(self.new, f)}" for f in (*BUDGET_FIELDS, CODE_FIELD)
-                 if getattr(self.old, f) != getattr(self.new, f)]
+        diffs = [
+            f"{f} {getattr(self.old, f)} -> {getattr(self.new, f)}"
+            for f in (*BUDGET_FIELDS, CODE_FIELD)
+            if getattr(self.old, f) != getattr(self.new, f)
+        ]
         return f"~ {where}: " + ", ".join(diffs)
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "module": self.module, "arch": self.arch, "kernel": self.kernel,
-                "old": self.old.to_json() if self.old else None, "new": self.new.to_json() if self.new else None}
+        return {
+            "file": self.file,
+            "module": self.module,
+            "arch": self.arch,
+            "kernel": self.kernel,
+            "old": self.old.to_json() if self.old else None,
+            "new": self.new.to_json() if self.new else None,
+        }
 
 
 def _budget_text(b: Budget | None) -> str:
     if b is None:
         return "-"
-    text = (f"{b.registers} registers, {b.spill_stores}/{b.spill_loads} B spill stores/loads, "
-            f"{b.shared_bytes} B shared, {b.stack_bytes} B stack")
+    text = (
+        f"{b.registers} registers, {b.spill_stores}/{b.spill_loads} B spill stores/loads, "
+        f"{b.shared_bytes} B shared, {b.stack_bytes} B stack"
+    )
     return text if b.sass_instructions is None else f"{text}, {b.sass_instructions} SASS instructions"
 
 
@@ -778,7 +840,9 @@ class BudgetStore:
         found = BudgetFile.read(self.path_for(file))
         return found.modules.get(module, {}).get(arch) if found else None
 
-    def update(self, file: str, module: str, arch: str, kernels: Mapping[str, Budget], toolchain: str) -> list[BudgetChange]:
+    def update(
+        self, file: str, module: str, arch: str, kernels: Mapping[str, Budget], toolchain: str
+    ) -> list[BudgetChange]:
         """Replace the budgets of ``module`` on ``arch`` (other modules and archs are kept)."""
         path = self.path_for(file)
         with locked_for_writing(path, self.baselines_dir, kind="static budget file", timeout_s=LOCK_TIMEOUT_S):
@@ -830,21 +894,24 @@ def judge(
                 over.append(CODE_FIELD)
         elif budget is None and not update and (k.spill_stores or k.spill_loads):
             over = [f for f in ("spill_stores", "spill_loads") if getattr(k, f)]
-        rows.append({
-            "kernel": name,
-            **{f: getattr(k, f) for f in BUDGET_FIELDS},
-            CODE_FIELD: k.sass_instructions,
-            "budget": budget.to_json() if budget else None,
-            "code_limit": code_limit,
-            "over": over,
-        })
+        rows.append(
+            {
+                "kernel": name,
+                **{f: getattr(k, f) for f in BUDGET_FIELDS},
+                CODE_FIELD: k.sass_instructions,
+                "budget": budget.to_json() if budget else None,
+                "code_limit": code_limit,
+                "over": over,
+            }
+        )
     over_rows = [r for r in rows if r["over"]]
     if over_rows:
         failures.append(_format_over(result, over_rows, budgets, budget_path, growth))
     if result.ptxas_warnings:
         failures.append(
             f"ptxas performance warnings in {result.module} for {result.arch} (each costs real speed: C7510 "
-            "serializes wgmma, e.g. CUTLASS built without -DNDEBUG):\n" + "\n".join("  " + w for w in result.ptxas_warnings)
+            "serializes wgmma, e.g. CUTLASS built without -DNDEBUG):\n"
+            + "\n".join("  " + w for w in result.ptxas_warnings)
         )
     facts = check_facts(result, module.facts_for(result.arch))
     bad_facts = [f for f in facts if not f.ok]
@@ -852,9 +919,13 @@ def judge(
         lines = []
         for f in bad_facts:
             if not f.kernels:
-                lines.append(f"  {f.pattern!r}: matches no kernel of the module (kernels: {', '.join(list(result.kernels)[:6])}...)")
+                lines.append(
+                    f"  {f.pattern!r}: matches no kernel of the module (kernels: {', '.join(list(result.kernels)[:6])}...)"
+                )
             else:
-                shown = ", ".join(f.missing_in[:4]) + (f" and {len(f.missing_in) - 4} more" if len(f.missing_in) > 4 else "")
+                shown = ", ".join(f.missing_in[:4]) + (
+                    f" and {len(f.missing_in) - 4} more" if len(f.missing_in) > 4 else ""
+                )
                 lines.append(f"  {f.pattern!r}: /{f.regex}/ not in the SASS of {shown}")
         failures.append(
             f"SASS facts missing in {result.module} for {result.arch} (the optimisation they stand for is gone; "
@@ -874,7 +945,9 @@ def judge(
         if missing:
             what.append(f"no stored budget for {len(missing)} kernel(s)")
         if uncounted:
-            what.append(f"no stored SASS instruction count for {len(uncounted)} kernel(s), so their code size goes unchecked")
+            what.append(
+                f"no stored SASS instruction count for {len(uncounted)} kernel(s), so their code size goes unchecked"
+            )
         note = (
             f"{' and '.join(what)} of {result.module} on {result.arch} (looked in "
             f"{budget_path}); record them with: pytest --gpu-perf-update-baselines"
@@ -924,16 +997,20 @@ def _format_over(
                 cells.append(f"{now}/{b[f]}" + (" OVER" if f in r["over"] else ""))
         if with_code:
             limit = r["code_limit"]
-            cells.append("-" if limit is None else f"{r[CODE_FIELD]}/{limit}" + (" OVER" if CODE_FIELD in r["over"] else ""))
+            cells.append(
+                "-" if limit is None else f"{r[CODE_FIELD]}/{limit}" + (" OVER" if CODE_FIELD in r["over"] else "")
+            )
         table.append(cells)
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    text = "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)
+    text = "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in table)
     head = f"static budget EXCEEDED: {result.module} for {result.arch} (used/budget; budgets in {path})"
     hints = []
     if budgets and budgets.toolchain != result.toolchain:
         hints.append(f"  the budgets were recorded with {budgets.toolchain}; this build used {result.toolchain}")
     if any(CODE_FIELD in r["over"] for r in rows):
-        grown = [f"{r['kernel']} {r[CODE_FIELD] / r['budget'][CODE_FIELD] - 1:+.1%}" for r in rows if CODE_FIELD in r["over"]]
+        grown = [
+            f"{r['kernel']} {r[CODE_FIELD] / r['budget'][CODE_FIELD] - 1:+.1%}" for r in rows if CODE_FIELD in r["over"]
+        ]
         hints.append(
             f"  SASS instructions: the code grew by more than the module's max_code_growth ({growth:.1%}) over the "
             f"count recorded with the budget ({', '.join(grown)}); a hot loop that outgrows the SM's instruction "
@@ -960,7 +1037,7 @@ class GpuStatic:
     """Bound to one test: ``check(module, arch)`` builds, compares with the budgets, records the
     result on the test's report and raises ``GateFailure`` with a readable table on a failure."""
 
-    def __init__(self, session: "GpuPerfSession", item: "pytest.Item", cache_dir: Path | None = None):
+    def __init__(self, session: GpuPerfSession, item: pytest.Item, cache_dir: Path | None = None):
         self._session = session
         self._item = item
         self.settings = session.settings.for_test(item)
@@ -987,8 +1064,11 @@ class GpuStatic:
         record = verdict.record | {"test": self._item.nodeid}
         if update:
             changes = self.store.update(
-                module.budget_file, module.name, arch,
-                {n: k.budget(with_code=module.gates_code_size) for n, k in result.kernels.items()}, result.toolchain
+                module.budget_file,
+                module.name,
+                arch,
+                {n: k.budget(with_code=module.gates_code_size) for n, k in result.kernels.items()},
+                result.toolchain,
             )
             record["changes"] = [c.to_json() | {"text": c.describe()} for c in changes]
         self._item.user_properties.append((RECORD_KEY, record))

@@ -11,6 +11,7 @@ nvcc hands paths and flags to those commands through ``/bin/sh`` inside double q
 named ``k`touch x`.cu`` runs ``touch x``. :func:`refuse_shell_metacharacters` stops such an
 argument before nvcc sees it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -18,8 +19,8 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from pytest_gpuperf.compile.run import run_tool
 from pytest_gpuperf.errors import UnsafePathError
@@ -85,7 +86,7 @@ def tool_version(path: str | os.PathLike[str]) -> str:
 @functools.lru_cache(maxsize=64)
 def _version_of(real: str, size: int, mtime_ns: int) -> str:
     done = run_tool([real, "--version"], timeout_s=_VERSION_TIMEOUT_S)
-    text = (done.stdout.strip() or done.stderr.strip())
+    text = done.stdout.strip() or done.stderr.strip()
     return text if done.returncode == 0 else f"exit {done.returncode}: {text}"
 
 
@@ -139,8 +140,9 @@ def _dryrun_programs(
     """The programs ``nvcc --dryrun`` would run for ``arguments`` (resolved on the PATH nvcc
     sets), and a note when the dry run failed. ``env`` is part of the memo key only."""
     try:
-        done = run_tool([nvcc, "--dryrun", *arguments, "gpuperf-probe.cu", "-o", os.devnull],
-                        timeout_s=_VERSION_TIMEOUT_S)
+        done = run_tool(
+            [nvcc, "--dryrun", *arguments, "gpuperf-probe.cu", "-o", os.devnull], timeout_s=_VERSION_TIMEOUT_S
+        )
     except OSError as exc:
         return (), f"dry run failed: {exc}"
     variables: dict[str, str] = {}

@@ -9,6 +9,7 @@ plugin itself reads through its own validating readers, which name the file and 
 bad value. ``docs/schemas.md`` says which versions are read and how ``gpuperf migrate``
 rewrites older ones. Validating needs the ``jsonschema`` package (the ``test`` extra).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,9 @@ def schema_errors(data: Any, kind: str) -> list[str]:
     try:
         from jsonschema import Draft202012Validator
     except ImportError as exc:
-        raise ImportError(f"validating against the JSON Schemas needs jsonschema ({exc}); pip install jsonschema") from None
+        raise ImportError(
+            f"validating against the JSON Schemas needs jsonschema ({exc}); pip install jsonschema"
+        ) from None
     validator = Draft202012Validator(load_schema(kind))
     found = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     return [f"{_where(e.absolute_path)}: {e.message[:300]}" for e in found]

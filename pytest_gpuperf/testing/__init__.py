@@ -11,6 +11,7 @@ Install them from a ``conftest.py`` through the plugin's hooks::
     def pytest_gpuperf_backend(config, device):
         return FakeBackend({"baseline": 12e-6, "fast": 10e-6}, noise=[noise.Lognormal(0.02), noise.AR1(0.8, 0.01)])
 """
+
 from pytest_gpuperf.testing import noise
 from pytest_gpuperf.testing.fake_backend import FakeBackend, fake_device
 

@@ -5,18 +5,20 @@ stamps each with a simulated clock, and multiplies each variant's true time by t
 models' factors for that sample, so budgets, statistics and verdicts are deterministic for a
 seed and the noise can depend on time.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from pytest_gpuperf.device import GIB, DeviceInfo
 from pytest_gpuperf.results import CacheMode, ClockState, Variant
+from pytest_gpuperf.testing import noise as noise_models
 from pytest_gpuperf.timing import streams
 from pytest_gpuperf.timing.backend import Prepared
-from pytest_gpuperf.testing import noise as noise_models
 from pytest_gpuperf.timing.cupy_backend import check_captured_work
 from pytest_gpuperf.timing.nvml import OtherActivity, OtherProcess
 
@@ -163,9 +165,9 @@ class FakeBackend:
             samples *= np.where([self._busy_at(t) for t in starts], self.contended_factor, 1.0)
         self._clock = float(starts[-1] + samples[-1] * batch[-1]) if len(slots) else self._clock
         out: list[list[float]] = [[] for _ in prepared]
-        for i, value in zip(slots, samples.tolist()):
+        for i, value in zip(slots, samples.tolist(), strict=False):
             out[i].append(value)
-        for p, values in zip(prepared, out):
+        for p, values in zip(prepared, out, strict=False):
             injected = self._inject.get(p.variant.name, [])
             taken = injected[: len(values)]
             del injected[: len(taken)]

@@ -6,11 +6,13 @@ is one continuous process in simulated time; compose several by listing them. A 
 *shared* when one process acts on every variant alike (a GPU clock, the machine), or per
 variant when each variant has its own (a kernel's power-capped level, its own jitter).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

@@ -3,6 +3,7 @@
 The names below load on first use (PEP 562): the package's own modules (``timing.nvml`` for
 the value types, say) import without pulling in the sampler and NumPy.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,7 +20,7 @@ _LAZY = {
     "compare": "pytest_gpuperf.timing.sampler",
     "measure": "pytest_gpuperf.timing.sampler",
 }
-__all__ = list(_LAZY)
+__all__ = ["Prepared", "TimingBackend", "SamplingPolicy", "compare", "measure"]
 
 
 def __getattr__(name: str) -> Any:

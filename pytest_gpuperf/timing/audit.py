@@ -10,12 +10,14 @@ PyTorch ships CUPTI inside its profiler, so the trace runs where the test proces
 imported torch; elsewhere it is reported as unavailable and the capture and drain checks
 remain (``docs/launchers.md``).
 """
+
 from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,9 @@ def trace_available() -> bool:
         return False
 
 
-def trace_launch(mark: Callable[[], None], call: Callable[[], Any], synchronize: Callable[[], None]) -> StreamTrace | None:
+def trace_launch(
+    mark: Callable[[], None], call: Callable[[], Any], synchronize: Callable[[], None]
+) -> StreamTrace | None:
     """Run ``mark`` (one memset on the timing stream, which names its CUPTI stream id), then
     ``call``, under the profiler; None when tracing is unavailable or failed."""
     if not trace_available():
@@ -61,7 +65,7 @@ def trace_launch(mark: Callable[[], None], call: Callable[[], Any], synchronize:
                 mark()
                 call()
                 synchronize()
-            events = list(prof.profiler.kineto_results.events())  # type: ignore[union-attr]
+            events = list(prof.profiler.kineto_results.events())
     except Exception:
         return None
     return split_by_stream(events)

@@ -1,8 +1,10 @@
 """The interface every timing backend implements (CuPy on a GPU, a fake on CPU)."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from pytest_gpuperf.results import CacheMode, ClockState, Variant
 from pytest_gpuperf.timing.nvml import OtherActivity

@@ -28,11 +28,14 @@ Work that still lands elsewhere is an error, never a short number:
   that the graph lacks are reported, however short;
 - the device must drain with the timing stream (escaped work of more than ~0.2 ms).
 """
+
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pytest_gpuperf.device import DeviceInfo
 from pytest_gpuperf.errors import GpuPerfError
@@ -105,7 +108,7 @@ class CupyBackend:
             fn()
         end.record(self._stream)
         end.synchronize()
-        return cp.cuda.get_elapsed_time(start, end) * 1e-3 / repeats
+        return float(cp.cuda.get_elapsed_time(start, end)) * 1e-3 / repeats
 
     def _trial_capture(self, launch: Callable[[], Any], name: str) -> float | None:
         """Capture one launch through CuPy and count its GPU operations (None: unreadable).
@@ -247,10 +250,16 @@ class CupyBackend:
 
             notes = [f"cold by rotating {len(rotations)} input copies"]
             if variant.bytes and len(rotations) * variant.bytes < 2 * l2:
-                notes.append(f"warning: the rotated copies move {len(rotations) * variant.bytes / 2**20:.0f} MiB, less than twice L2")
+                notes.append(
+                    f"warning: the rotated copies move {len(rotations) * variant.bytes / 2**20:.0f} MiB, less than twice L2"
+                )
             return rotating, False, notes
         if variant.bytes and variant.bytes >= COLD_BY_SIZE * l2:
-            return launch, False, [f"cold without flushing: {variant.bytes / 2**20:.0f} MiB moved per launch is over {COLD_BY_SIZE}x L2"]
+            return (
+                launch,
+                False,
+                [f"cold without flushing: {variant.bytes / 2**20:.0f} MiB moved per launch is over {COLD_BY_SIZE}x L2"],
+            )
         return launch, True, []
 
     def _warm(self, segments: list[_Segment], seconds: float) -> None:
@@ -273,11 +282,13 @@ class CupyBackend:
     ) -> tuple[list[_Segment], int]:
         for attempt in range(2):
             if not flush:
-                g = self._capture(lambda: _repeat(launch, batch))
+                g = self._capture(functools.partial(_repeat, launch, batch))
                 segments = [_Segment(g.replay, +1, keep=g)]
             else:
-                gk = self._capture(lambda: _repeat(lambda: (self._flush(), launch()), batch))
-                gf = self._capture(lambda: _repeat(self._flush, batch))
+                gk = self._capture(
+                    functools.partial(_repeat, functools.partial(_flush_then, self._flush, launch), batch)
+                )
+                gf = self._capture(functools.partial(_repeat, self._flush, batch))
                 segments = [_Segment(gk.replay, +1, keep=gk), _Segment(gf.replay, -1, keep=gf)]
             replay_s = self._timed(segments[0].run, 3)
             self._sync("replaying a captured graph")
@@ -309,7 +320,7 @@ class CupyBackend:
                 if first.prefix:
                     first.prefix()
                 first.run()  # keeps the GPU busy while the timed work is enqueued
-                for (_, seg), (start, end) in zip(plan, events):
+                for (_, seg), (start, end) in zip(plan, events, strict=False):
                     if seg.prefix:
                         seg.prefix()
                     start.record(self._stream)
@@ -398,7 +409,9 @@ def capture_escape(message: str) -> str | None:
     return None
 
 
-def check_captured_work(name: str, method: str, nodes_per_launch: float | None, trace: audit.StreamTrace | None) -> None:
+def check_captured_work(
+    name: str, method: str, nodes_per_launch: float | None, trace: audit.StreamTrace | None
+) -> None:
     """Refuse a variant whose GPU work was not captured on, or did not run on, the timing stream.
 
     ``nodes_per_launch``: kernel, copy and memset nodes the graph holds per launch (None when
@@ -427,6 +440,11 @@ def _first_line(exc: BaseException) -> str:
 def escaped_work(stream_s: float, device_s: float) -> bool:
     """True when the device kept working well after the timing stream finished (work on another stream)."""
     return device_s - stream_s > max(ESCAPE_MIN_S, ESCAPE_FRACTION * stream_s)
+
+
+def _flush_then(flush: Callable[[], None], launch: Callable[[], Any]) -> None:
+    flush()
+    launch()
 
 
 def _repeat(fn: Callable[[], Any], times: int) -> None:

@@ -11,12 +11,14 @@ A trial capture of one launch through CuPy is inspected through the driver
 (``cuGraphGetNodes``): a graph holding no kernel, copy or memset node means the launch
 enqueued its work somewhere else, and a replay would time nothing.
 """
+
 from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 # CUgraphNodeType (cuda.h): the node types that do GPU work, and the child-graph type.
 _WORK_NODE_TYPES = {0: "kernel", 1: "memcpy", 2: "memset", 12: "batch_mem_op"}

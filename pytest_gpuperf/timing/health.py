@@ -7,6 +7,7 @@ run. Processes still busy then, or busy at any time during the measurement, make
 never stored as a baseline. Without NVML the clocks, throttling and other processes are
 unknown, which every result states; ``--gpu-perf-require-health`` makes that an error.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

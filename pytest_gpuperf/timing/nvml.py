@@ -8,6 +8,7 @@ apart from the others when the process IDs it reports are not in this process's 
 (a container without the host's PID namespace): then ``OtherActivity.self_found`` is False and
 the other processes are reported by what NVML can say of them.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +18,7 @@ from typing import Any
 
 from pytest_gpuperf.device import DeviceInfo, NoDevice
 from pytest_gpuperf.device import probe as device_probe
+
 
 @dataclasses.dataclass(frozen=True)
 class ClockState:
@@ -102,7 +104,7 @@ def _handle(pci_bus_id: str) -> tuple[Any | None, str | None]:
         return None, f"NVML did not answer for GPU {pci_bus_id or '?'} ({type(exc).__name__}: {exc})"
 
 
-def probe(ordinal: int) -> "DeviceInfo | NoDevice":
+def probe(ordinal: int) -> DeviceInfo | NoDevice:
     """The device as CUDA describes it (``device.probe``), with what NVML adds."""
     found = device_probe(ordinal)
     return enrich(found) if isinstance(found, DeviceInfo) else found
@@ -143,8 +145,9 @@ class GpuMonitor:
         import pynvml
 
         try:
-            reasons_fn = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-                pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+            reasons_fn = (
+                getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
             )
             mask = int(reasons_fn(self._handle))
             sm = int(pynvml.nvmlDeviceGetClockInfo(self._handle, pynvml.NVML_CLOCK_SM))
@@ -168,10 +171,11 @@ class GpuMonitor:
             ]
         except Exception:
             return None
-        peak: dict[int, int] | None = {}
+        samples: dict[int, int] = {}
+        peak: dict[int, int] | None = samples
         try:
             for sample in pynvml.nvmlDeviceGetProcessUtilization(self._handle, int(since * 1e6)):
-                peak[int(sample.pid)] = max(peak.get(int(sample.pid), 0), int(sample.smUtil))  # type: ignore[union-attr]
+                samples[int(sample.pid)] = max(samples.get(int(sample.pid), 0), int(sample.smUtil))
         except pynvml.NVMLError_NotFound:  # no process ran anything in the window
             pass
         except Exception:  # per-process utilization not supported: SM use unknown
@@ -189,9 +193,7 @@ class GpuMonitor:
         return bool(current)
 
 
-def activity_of(
-    pids: set[int], me: int, peak: dict[int, int] | None, name_of: Any
-) -> OtherActivity:
+def activity_of(pids: set[int], me: int, peak: dict[int, int] | None, name_of: Any) -> OtherActivity:
     """The other processes among ``pids``; ``peak`` maps pid to SM percent (None: not supported).
 
     When this process is not among ``pids`` (another PID namespace), a lone listed process is

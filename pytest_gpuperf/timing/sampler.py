@@ -14,13 +14,14 @@ Estimates are batch means on the log scale (``stats.batch_estimate``): a decisio
 batches to be long next to the series' correlation time, and a run whose samples stay
 correlated over more rounds than it has is INCONCLUSIVE, never PASS or FAIL.
 """
+
 from __future__ import annotations
 
 import contextlib
 import math
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -119,7 +120,7 @@ def _orders(slots: int, first_round: int, rounds: int) -> list[list[int]]:
 
 def _take_rounds(backend: TimingBackend, prepared: Sequence[Prepared], run: _Run, rounds: int) -> None:
     orders = _orders(len(prepared), run.rounds_started, rounds)
-    for p, acc, new in zip(prepared, run.samples, backend.run_rounds(prepared, rounds, orders)):
+    for p, acc, new in zip(prepared, run.samples, backend.run_rounds(prepared, rounds, orders), strict=False):
         _check_samples(p, new, len(acc))
         acc.extend(new)
     run.rounds_started += rounds
@@ -378,8 +379,10 @@ def compare(
     def decided(run: _Run) -> bool:
         judgement = _judge_speedup(run, at_least, look_conf)
         if at_least is None:  # measured, not gated: stop once precise
-            return judgement.estimate is not None and judgement.estimate.independent and (
-                judgement.speedup.rel_halfwidth <= policy.precision
+            return (
+                judgement.estimate is not None
+                and judgement.estimate.independent
+                and (judgement.speedup.rel_halfwidth <= policy.precision)
             )
         return judgement.verdict is not Verdict.INCONCLUSIVE
 
@@ -401,8 +404,12 @@ def compare(
         backend.release(pb)
     health = guard.after(backend, started, waited)
     ref_samples = run.samples[2] if reference is not None else []
-    mf = _measurement(pf, run.samples[0], policy, run, device_key, health, _calibration(reference, run.samples[0], ref_samples))
-    mb = _measurement(pb, run.samples[1], policy, run, device_key, health, _calibration(reference, run.samples[1], ref_samples))
+    mf = _measurement(
+        pf, run.samples[0], policy, run, device_key, health, _calibration(reference, run.samples[0], ref_samples)
+    )
+    mb = _measurement(
+        pb, run.samples[1], policy, run, device_key, health, _calibration(reference, run.samples[1], ref_samples)
+    )
     _check_floor(mf)
     _check_floor(mb)
     verdict = judgement.verdict

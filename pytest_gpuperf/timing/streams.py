@@ -14,13 +14,15 @@ dependency, and none is imported on the user's behalf. Launchers without a curre
 notion (cuda-python / cuda.core, numba, ctypes) take the stream as their one argument: a
 ``TimingStream``, which speaks the ``__cuda_stream__`` protocol and converts to an int handle.
 """
+
 from __future__ import annotations
 
 import contextlib
 import inspect
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 Launch = Callable[..., Any]
 
@@ -56,7 +58,7 @@ class TimingStream:
         if self._torch_stream is None:
             import torch
 
-            self._torch_stream = torch.cuda.ExternalStream(self.handle, device=torch.device("cuda", self.device))
+            self._torch_stream = torch.cuda.ExternalStream(self.handle, device=torch.device("cuda", self.device))  # type: ignore[no-untyped-call]
         return self._torch_stream
 
 
