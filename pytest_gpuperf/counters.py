@@ -20,7 +20,7 @@ clocks alone (never lock or change them on a shared machine); ncu's default cach
 flushes the caches before every pass, so each pass starts cold. Counters hardly depend on the
 clock; ``t/us`` does, and under ncu it is the time of one replayed, cold launch.
 
-The columns of the LSU course's hw01 output (design note ``shared/seeds/001_...``), and how
+The columns of the LSU course's hw01 output (the qkv family's design note, kernels/qkv/DESIGN.md), and how
 each is computed from the counters (``CounterResult.derived``):
 
 ``/itr``   thread-level SASS instructions executed (``smsp__thread_inst_executed.sum``) per

@@ -23,11 +23,7 @@ OUTSIDE = re.compile(r"\.\./shared/|\bshared/(?:seeds|ANCHORS)")
 
 # Files another branch is rewriting; each entry goes once that file is clean (the test then XPASSes,
 # which xfail_strict turns into a failure, so the entry cannot outlive the fix).
-PENDING = {
-    "README.md": "README.md is rewritten on another branch (sessions, measurements/ and ../shared cited)",
-    "tests/timing/test_accuracy.py": "tests/timing is edited on another branch (cites a note beside the repository)",
-    "pytest_gpuperf/counters.py": "cites the homework note by a path outside the repository; to be fixed with the package's lint findings",
-}
+PENDING: dict[str, str] = {}
 
 
 def _files() -> list[Path]:
