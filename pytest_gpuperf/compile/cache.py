@@ -86,6 +86,17 @@ class CacheEntry:
         return self.folder / name
 
 
+def build_key_fields(layout: str, toolchain: str, arguments: Iterable[str]) -> list[tuple[str, str | bytes]]:
+    """The fields every build key starts with: the key layout, the toolchain's identity, the
+    working folder (a relative path in an argument is relative to it) and every argument."""
+    return [
+        ("layout", layout),
+        ("toolchain", toolchain),
+        ("working-folder", str(Path.cwd())),
+        *(("argument", a) for a in arguments),
+    ]
+
+
 def digest_fields(fields: Iterable[tuple[str, str | bytes]]) -> str:
     """sha256 over labelled fields, each length-prefixed so no two field lists collide."""
     digest = hashlib.sha256()

@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pytest_gpuperf.compile.cache import BuildCache, Built, digest_fields
+from pytest_gpuperf.compile.cache import BuildCache, Built, build_key_fields, digest_fields
 from pytest_gpuperf.compile.depfile import TARGET, parse_depfile
 from pytest_gpuperf.compile.private_dir import default_cache_root, ensure_private_dir
 from pytest_gpuperf.compile.run import run_tool
@@ -343,13 +343,10 @@ def build_shared_library(
     timeout = timeout_s if timeout_s is not None else build_timeout_s()
     arguments = [gencode, *all_flags, *(f"-I{p}" for p in include_paths), *_wheel_link_dirs(compiler)]
     cache = cache_for(cache_dir, "nvcc", lock_timeout_s)
-    workdir = Path.cwd()  # a relative path in a flag is relative to it
+    workdir = Path.cwd()  # the build runs here; build_key_fields keys on it
     base = digest_fields(
         [
-            ("layout", _KEY_VERSION),
-            ("toolchain", nvcc_identity(compiler, arguments)),
-            ("working-folder", str(workdir)),
-            *(("argument", a) for a in arguments),
+            *build_key_fields(_KEY_VERSION, nvcc_identity(compiler, arguments), arguments),
             ("library", lib_name),
             *(field for p in source_paths for field in (("source", str(p)), ("source-bytes", p.read_bytes()))),
         ]

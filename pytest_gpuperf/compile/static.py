@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.baselines import locked_for_writing
 from pytest_gpuperf.compile import nvcc as _nvcc
-from pytest_gpuperf.compile.cache import Built, digest_fields
+from pytest_gpuperf.compile.cache import Built, build_key_fields, digest_fields
 from pytest_gpuperf.compile.nvcc import NvccBuildError, NvccNotFound
 from pytest_gpuperf.compile.run import run_tool
 from pytest_gpuperf.compile.toolchain import nvcc_identity, refuse_shell_metacharacters, tool_identity
@@ -464,13 +464,10 @@ def _build_cubin(
     ]
     wrapper_text = module.wrapper_source()
     cache = _nvcc.cache_for(cache_dir, "static", BUILD_LOCK_TIMEOUT_S)
-    workdir = Path.cwd()  # a relative path in an option is relative to it
+    workdir = Path.cwd()  # the build runs here; build_key_fields keys on it
     base = digest_fields(
         [
-            ("layout", _KEY_VERSION),
-            ("toolchain", nvcc_identity(compiler, arguments)),
-            ("working-folder", str(workdir)),
-            *(("argument", a) for a in arguments),
+            *build_key_fields(_KEY_VERSION, nvcc_identity(compiler, arguments), arguments),
             ("wrapper", wrapper_text),
             ("source", str(source)),
             ("source-bytes", source.read_bytes()),

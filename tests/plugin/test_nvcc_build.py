@@ -23,6 +23,7 @@ from pytest_gpuperf.compile.nvcc import (
     parse_perf_warnings,
 )
 from pytest_gpuperf.errors import GpuPerfUsageError, UnsafePathError
+from tests.plugin.fake_tools import DEPENDENCY_PASS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,23 +60,7 @@ if "--version" in args:
 if "--dryrun" in args:  # names no host compiler
     sys.exit(0)
 if "-M" in args:  # the dependency pass: follow #include "..." from the folder, then -I folders
-    import re
-    search = [a[2:] for a in args if a.startswith("-I")]
-    seen = []
-    def visit(path):
-        if path in seen:
-            return
-        seen.append(path)
-        for name in re.findall(r'#include\\s+"([^"]+)"', open(path).read()):
-            for folder in [os.path.dirname(path), *search]:
-                if os.path.isfile(os.path.join(folder, name)):
-                    visit(os.path.join(folder, name))
-                    break
-    visit([a for a in args if a.endswith(".cu")][0])
-    with open(args[args.index("-MF") + 1], "w") as f:
-        f.write("deps : " + " \\\\\\n  ".join(seen) + "\\n")
-    sys.exit(0)
-count_file = os.environ.get("FAKE_NVCC_COUNT")
+{dependency_pass}count_file = os.environ.get("FAKE_NVCC_COUNT")
 if count_file:
     with open(count_file, "a") as f:
         f.write("build\\n")
@@ -104,7 +89,7 @@ sys.stderr.write(os.environ.get("FAKE_NVCC_LOG", "ptxas info    : Used 32 regist
 def fake_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script = tmp_path / "bin" / "nvcc"
     script.parent.mkdir()
-    script.write_text(FAKE_NVCC.format(python=sys.executable))
+    script.write_text(FAKE_NVCC.format(python=sys.executable, dependency_pass=DEPENDENCY_PASS))
     script.chmod(0o755)
     monkeypatch.setenv("FAKE_NVCC_COUNT", str(tmp_path / "count.txt"))
     return script

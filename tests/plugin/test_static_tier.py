@@ -30,6 +30,7 @@ from pytest_gpuperf.compile.static import (
     split_sass,
 )
 from pytest_gpuperf.errors import BaselineFileError
+from tests.plugin.fake_tools import DEPENDENCY_PASS
 
 # Two kernels as ptxas -v prints them (nvcc 13.0 layout); `scale` calls a non-inlined function
 # that spills.
@@ -97,23 +98,7 @@ if "--version" in args:
 if tool == "nvcc" and "--dryrun" in args:
     sys.exit(0)
 if tool == "nvcc" and "-M" in args:  # the dependency pass: follow #include "..." from the folder, then -I folders
-    import re
-    search = [a[2:] for a in args if a.startswith("-I")]
-    seen = []
-    def visit(path):
-        if path in seen:
-            return
-        seen.append(path)
-        for name in re.findall(r'#include\\s+"([^"]+)"', open(path).read()):
-            for folder in [os.path.dirname(path), *search]:
-                if os.path.isfile(os.path.join(folder, name)):
-                    visit(os.path.join(folder, name))
-                    break
-    visit([a for a in args if a.endswith(".cu")][0])
-    with open(args[args.index("-MF") + 1], "w") as f:
-        f.write("deps : " + " \\\\\\n  ".join(seen) + "\\n")
-    sys.exit(0)
-if tool == "nvcc":
+{dependency_pass}if tool == "nvcc":
     count = os.environ.get("FAKE_NVCC_COUNT")
     if count:
         open(count, "a").write("build\\n")
@@ -136,7 +121,7 @@ def toolchain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
     (home / "bin").mkdir(parents=True)
     for tool in ("nvcc", "cuobjdump", "nvdisasm"):
         script = home / "bin" / tool
-        script.write_text(FAKE_TOOL.format(python=sys.executable))
+        script.write_text(FAKE_TOOL.format(python=sys.executable, dependency_pass=DEPENDENCY_PASS))
         script.chmod(0o755)
     monkeypatch.setenv("CUDA_HOME", str(home))
     monkeypatch.setenv("GPU_PERF_CACHE_DIR", str(tmp_path / "cache"))
