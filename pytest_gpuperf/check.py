@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_gpuperf.baselines import BaselineFile
-from pytest_gpuperf.compile.static import BUDGETS_FOLDER, READABLE_SCHEMAS, BudgetFile
+from pytest_gpuperf.compile.budgets import BUDGETS_FOLDER, READABLE_SCHEMAS, BudgetFile
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.jsonio import read_json, shown
 from pytest_gpuperf.layout import STORED_KINDS, kind_of, level_problem, schema_of
@@ -120,7 +120,7 @@ def check_file(root: Path, path: Path, result: CheckResult) -> str | None:
 
 def _migrate_hint(path: Path, data: object) -> str:
     """'; run gpuperf migrate PATH' for a file of an older version that ``gpuperf migrate`` brings up to date."""
-    from pytest_gpuperf.migrate import CURRENT, MigrationError, parse_schema, readable
+    from pytest_gpuperf.schema_versions import CURRENT, MigrationError, parse_schema, readable
 
     try:
         found = parse_schema(data)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.baselines import BaselineFile, BaselineStore
-from pytest_gpuperf.compile.static import BUDGETS_FOLDER
+from pytest_gpuperf.compile.budgets import BUDGETS_FOLDER
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 from pytest_gpuperf.jsonio import read_json
 

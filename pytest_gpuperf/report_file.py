@@ -62,7 +62,7 @@ def validate_report(data: Any, path: Path) -> dict[str, Any]:
 
 def _older(data: dict[str, Any], path: Path) -> str | None:
     """The advice for a report of an older version that ``gpuperf migrate`` brings up to date."""
-    from pytest_gpuperf.migrate import CURRENT, MigrationError, parse_schema, readable
+    from pytest_gpuperf.schema_versions import CURRENT, MigrationError, parse_schema, readable
 
     try:
         found = parse_schema(data)

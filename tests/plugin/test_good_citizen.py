@@ -96,10 +96,15 @@ print(t_pytest, t_plugin, ",".join(heavy))
 
 def test_loading_the_plugin_is_cheap_and_imports_nothing_heavy() -> None:
     """Measured 26 ms on the 2-core CI machine (2026-11-27); the bound is generous for slow runners."""
-    out = subprocess.run([sys.executable, "-c", IMPORT_COST], capture_output=True, text=True, check=True).stdout.split()
-    plugin_s = float(out[1])
-    heavy = out[2] if len(out) > 2 else ""
-    assert heavy == "", f"loading the plugin imported {heavy}"
+    # the least of three fresh interpreters: a busy runner slows one start, not what the plugin costs
+    runs = [
+        subprocess.run([sys.executable, "-c", IMPORT_COST], capture_output=True, text=True, check=True).stdout.split()
+        for _ in range(3)
+    ]
+    for out in runs:
+        heavy = out[2] if len(out) > 2 else ""
+        assert heavy == "", f"loading the plugin imported {heavy}"
+    plugin_s = min(float(out[1]) for out in runs)
     assert plugin_s < 0.15, f"importing the plugin took {1e3 * plugin_s:.0f} ms"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf import migrate
+from pytest_gpuperf import migrate, schema_versions
 from pytest_gpuperf.baselines import BaselineFile
 from pytest_gpuperf.check import check_folder
 from pytest_gpuperf.cli import main
@@ -38,7 +38,7 @@ def _version_0(data: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def version_0(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(migrate.MIGRATIONS["baselines"], 0, _version_0)
+    monkeypatch.setitem(schema_versions.MIGRATIONS["baselines"], 0, _version_0)
 
 
 def _old_file(path: Path) -> dict[str, Any]:
@@ -51,11 +51,11 @@ def _old_file(path: Path) -> dict[str, Any]:
 
 
 def test_every_version_the_readers_accept_has_a_chain_to_the_current_one() -> None:
-    assert migrate.CURRENT == {"report": 1, "baselines": 1, "static-budgets": 2}
-    for kind, current in migrate.CURRENT.items():
-        assert migrate.readable(kind) == set(range(1, current + 1)), kind
+    assert schema_versions.CURRENT == {"report": 1, "baselines": 1, "static-budgets": 2}
+    for kind, current in schema_versions.CURRENT.items():
+        assert schema_versions.readable(kind) == set(range(1, current + 1)), kind
         for version in range(1, current):
-            assert migrate.steps(kind, version) == list(range(version, current))
+            assert schema_versions.steps(kind, version) == list(range(version, current))
 
 
 def test_a_synthetic_older_baseline_file_is_rewritten_in_place(tmp_path: Path, version_0: None,
@@ -107,7 +107,7 @@ def test_a_newer_or_unmigratable_version_is_an_error_and_nothing_changes(tmp_pat
 
 def test_a_step_whose_result_the_reader_refuses_leaves_the_original(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(migrate.MIGRATIONS["baselines"], 0, lambda d: {"schema": "pytest-gpuperf/baselines/1", "device": {},
+    monkeypatch.setitem(schema_versions.MIGRATIONS["baselines"], 0, lambda d: {"schema": "pytest-gpuperf/baselines/1", "device": {},
                                                                        "entries": {"k": {"median_s": -1}}})
     path = tmp_path / "d" / "m.json"
     _old_file(path)
@@ -123,7 +123,7 @@ def test_a_gzipped_report_stays_gzipped(tmp_path: Path, monkeypatch: pytest.Monk
     def from_0(data: dict[str, Any]) -> dict[str, Any]:
         return {**data, "schema": "pytest-gpuperf/report/1", "tests": data.pop("results")}
 
-    monkeypatch.setitem(migrate.MIGRATIONS["report"], 0, from_0)
+    monkeypatch.setitem(schema_versions.MIGRATIONS["report"], 0, from_0)
     path = tmp_path / "run.json.gz"
     old = {"schema": "pytest-gpuperf/report/0", "created": "2026-11-27T00:00:00+00:00", "settings": {}, "devices": {},
            "results": [{"nodeid": "t.py::test_a", "outcome": "passed", "measurements": [], "comparisons": [], "figures": []}],
