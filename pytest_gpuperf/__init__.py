@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf.errors import BaselineFileError, GateFailure, GpuPerfError, GpuPerfUsageError
 
 if TYPE_CHECKING:
+    from pytest_gpuperf.compile.static import GpuStatic
+    from pytest_gpuperf.counters import GpuCounters
     from pytest_gpuperf.fixture import GpuPerf
     from pytest_gpuperf.gates import Verdict
     from pytest_gpuperf.results import Comparison, Measurement, Variant
@@ -25,6 +27,8 @@ _LAZY = {
     "Comparison": "pytest_gpuperf.results",
     "Verdict": "pytest_gpuperf.gates",
     "GpuPerf": "pytest_gpuperf.fixture",
+    "GpuCounters": "pytest_gpuperf.counters",
+    "GpuStatic": "pytest_gpuperf.compile.static",
     "TimingStream": "pytest_gpuperf.timing.streams",
 }
 
@@ -34,6 +38,8 @@ __all__ = [
     "Comparison",
     "Verdict",
     "GpuPerf",
+    "GpuCounters",
+    "GpuStatic",
     "TimingStream",
     "GpuPerfError",
     "GpuPerfUsageError",

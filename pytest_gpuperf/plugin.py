@@ -8,7 +8,7 @@ imports no NumPy, CUDA or framework package (CUDA is probed only when a test nee
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,6 +17,11 @@ from pytest_gpuperf.device import DeviceInfo
 from pytest_gpuperf.errors import GpuPerfUsageError
 from pytest_gpuperf.run_hooks import ROLE_KEY, RunHooks
 from pytest_gpuperf.session import SKIP_PREFIX, GpuPerfSession
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.compile.static import GpuStatic
+    from pytest_gpuperf.counters import GpuCounters
+    from pytest_gpuperf.fixture import GpuPerf
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
 PERF_OFF = SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf"
@@ -177,7 +182,7 @@ def gpu(request: pytest.FixtureRequest) -> DeviceInfo:
 
 
 @pytest.fixture
-def gpu_perf(request: pytest.FixtureRequest) -> Any:
+def gpu_perf(request: pytest.FixtureRequest) -> GpuPerf:
     """Measure variants, assert speedups and check stored baselines (see ``GpuPerf``)."""
     from pytest_gpuperf.fixture import GpuPerf
 
@@ -198,7 +203,7 @@ COUNTERS_CACHE_KEY = pytest.StashKey[dict[str, Any]]()
 
 
 @pytest.fixture
-def gpu_counters(request: pytest.FixtureRequest) -> Any:
+def gpu_counters(request: pytest.FixtureRequest) -> GpuCounters:
     """Nsight Compute counters of single kernel launches (see ``pytest_gpuperf.counters``).
 
     Skipped unless --gpu-perf-counters (independent of --gpu-perf), without a GPU, without
@@ -219,7 +224,7 @@ def gpu_counters(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
-def gpu_static(request: pytest.FixtureRequest) -> Any:
+def gpu_static(request: pytest.FixtureRequest) -> GpuStatic:
     """The compile-time tier, no GPU needed: ``gpu_static.check(module, arch)`` builds a
     ``CudaModule`` with nvcc and gates registers, spills, shared memory and stack against the
     budgets in ``<baselines>/static/``, ptxas performance warnings and SASS facts. Runs without

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from pytest_gpuperf.compile.static import CudaModule
+from pytest_gpuperf.compile.cuda_module import CudaModule
 from pytest_gpuperf.margins import MarginsFile
 
 SOURCE = Path(__file__).with_name("cluster_reduce.cu")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from pytest_gpuperf.compile.static import CudaModule
+from pytest_gpuperf.compile.cuda_module import CudaModule
 from pytest_gpuperf.margins import MarginsFile
 
 SOURCES: tuple[Path, ...] = (Path(__file__).with_name("gemm_sm90.cu"),)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pytest_gpuperf.compile.static import CudaModule
+from pytest_gpuperf.compile.cuda_module import CudaModule
 from pytest_gpuperf.margins import MarginsFile
 
 SOURCES = (Path(__file__).with_name("merge_attn_states.cu"),)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from kernels.qkv.launch import COMPILE_OPTIONS, NAME_EXPRESSIONS, VARIANTS, LaunchConfig
 from kernels.qkv.reference import QkvShape
-from pytest_gpuperf.compile.static import CudaModule
+from pytest_gpuperf.compile.cuda_module import CudaModule
 from pytest_gpuperf.margins import MarginsFile
 
 __all__ = [

@@ -10,7 +10,7 @@ no margin the test measures and records the ratio without gating.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -30,6 +30,9 @@ from kernels.cluster_reduce.launch import make_launch
 from kernels.cluster_reduce.reference import make_input, reference
 from pytest_gpuperf import Variant
 from pytest_gpuperf.numerics import assert_close, poison
+
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuPerf
 
 SEED = 2024
 EXACT: dict[str, float] = {"max_rel_l2": 0.0, "atol": 0.0, "rtol": 0.0}  # see test_correctness.py
@@ -83,7 +86,7 @@ def checked_variant(name: str, stage: str, grid: str, data: GridInput) -> Varian
 
 @pytest.mark.sm90
 @pytest.mark.parametrize("case", PERF_CASES, ids=lambda case: case.id)
-def test_speedup(gpu_perf: Any, grid_input: Callable[[str, int], GridInput], case: PerfCase) -> None:
+def test_speedup(gpu_perf: GpuPerf, grid_input: Callable[[str, int], GridInput], case: PerfCase) -> None:
     data = grid_input(case.grid, gpu_perf.device.sm_count)
     fast_name, base_name = COMPARISONS[case.comparison]
     fast = checked_variant(fast_name, case.stage, case.grid, data)

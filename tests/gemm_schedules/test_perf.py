@@ -3,7 +3,7 @@ skipped without --gpu-perf). Each schedule launches with the tile-scheduler sett
 gives for the shape (the fastest the sweep measured, else CUTLASS's defaults)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
@@ -18,6 +18,9 @@ from kernels.gemm_schedules.family import (
     perf_launch,
 )
 from pytest_gpuperf import Variant
+
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuPerf
 
 # Compute-bound GEMMs run power-capped (NVIDIA's sw_power_cap clock event), so their times follow
 # each chip's power behaviour, not only the code. Regression checks compare each GEMM's time relative
@@ -61,7 +64,7 @@ def make_variants(shape: str, load_gemm: Callable[[str], Any], names: tuple[str,
 
 @pytest.mark.sm90(exact=True)  # sm_90a code runs on compute capability 9.0 only
 @pytest.mark.parametrize("shape", list(PERF_SHAPES))
-def test_pingpong_vs_cooperative(gpu_perf: Any, load_gemm: Callable[[str], Any], shape: str) -> None:
+def test_pingpong_vs_cooperative(gpu_perf: GpuPerf, load_gemm: Callable[[str], Any], shape: str) -> None:
     """The note's claim, per shape: Ping-pong at least as fast as Cooperative. Each shape's margin
     is what was measured there; below 1 where Cooperative wins (the note does not hold)."""
     v = make_variants(shape, load_gemm, (*VARIANTS, "cublas"), seed=0)
@@ -87,7 +90,7 @@ def test_pingpong_vs_cooperative(gpu_perf: Any, load_gemm: Callable[[str], Any],
 
 
 @pytest.mark.sm90(exact=True)
-def test_faster_schedule_vs_cublas_at_8192(gpu_perf: Any, load_gemm: Callable[[str], Any]) -> None:
+def test_faster_schedule_vs_cublas_at_8192(gpu_perf: GpuPerf, load_gemm: Callable[[str], Any]) -> None:
     """Issue 4: the faster schedule reaches at least 95% of cuBLAS at 8192^3 (interleaved with cuBLAS).
     Which schedule is faster is a measurement (family.FASTER_SCHEDULE), so only that one is timed;
     test_pingpong_vs_cooperative[square8192] records the ordering on every run. On a GPU model listed

@@ -9,16 +9,19 @@ serialized across a function call, which device asserts cause when CUTLASS is bu
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from kernels.gemm_schedules.family import CUDA_MODULES
 from pytest_gpuperf.compile.static import CudaModule, static_params
 
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuStatic
+
 
 @pytest.mark.parametrize(("module", "arch"), static_params(CUDA_MODULES))
-def test_static(gpu_static: Any, module: CudaModule, arch: str) -> None:
+def test_static(gpu_static: GpuStatic, module: CudaModule, arch: str) -> None:
     result = gpu_static.check(module, arch)
     assert "-DNDEBUG" in result.command, "CUTLASS built without -DNDEBUG: its device asserts cause C7510"
     assert result.perf_warnings == (), "\n".join(result.perf_warnings)

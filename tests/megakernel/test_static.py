@@ -9,14 +9,17 @@ Re-record with ``pytest tests/megakernel/test_static.py --gpu-perf-update-baseli
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from kernels.megakernel.family import CUDA_MODULES
 from pytest_gpuperf.compile.static import CudaModule, static_params
 
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuStatic
+
 
 @pytest.mark.parametrize(("module", "arch"), static_params(CUDA_MODULES))
-def test_static(gpu_static: Any, module: CudaModule, arch: str) -> None:
+def test_static(gpu_static: GpuStatic, module: CudaModule, arch: str) -> None:
     gpu_static.check(module, arch)

@@ -8,7 +8,7 @@ shapes, an absolute gate at the issue's 85%. 9 + 6 + 4 = 19 tests.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import pytest
 
@@ -23,6 +23,9 @@ from kernels.merge_attn_states.family import (
 )
 from kernels.merge_attn_states.launch import DeviceBuffers, random_device_buffers
 from pytest_gpuperf import Variant
+
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuPerf
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +65,7 @@ def variant(name: str, case: PerfCase, buffers: DeviceBuffers) -> Variant:
 
 @pytest.mark.sm80
 @pytest.mark.parametrize("case", params(REORDERED_CASES))
-def test_reordered_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
+def test_reordered_vs_baseline(gpu_perf: GpuPerf, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
     """The design note's claim: loading the outputs before the LSE arithmetic is faster."""
     buffers = buffers_for(case)
     gpu_perf.assert_speedup(
@@ -74,7 +77,7 @@ def test_reordered_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase], 
 
 @pytest.mark.sm80
 @pytest.mark.parametrize("case", params(VECTORIZED_CASES))
-def test_vectorized_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
+def test_vectorized_vs_baseline(gpu_perf: GpuPerf, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
     buffers = buffers_for(case)
     gpu_perf.assert_speedup(
         variant("vectorized", case, buffers),
@@ -85,7 +88,7 @@ def test_vectorized_vs_baseline(gpu_perf: Any, buffers_for: Callable[[PerfCase],
 
 @pytest.mark.sm80
 @pytest.mark.parametrize("case", BANDWIDTH_CASES, ids=lambda case: case.id)
-def test_vectorized_bandwidth(gpu_perf: Any, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
+def test_vectorized_bandwidth(gpu_perf: GpuPerf, buffers_for: Callable[[PerfCase], DeviceBuffers], case: PerfCase) -> None:
     """Achieved bandwidth of the vectorized variant as a fraction of the measured copy bandwidth
     (an SM copy kernel, bytes read + written), gated at the issue's target."""
     measurement = gpu_perf.measure(variant("vectorized", case, buffers_for(case)))

@@ -8,14 +8,17 @@ global loads and stores (LDG.E.128 / STG.E.128) in its SASS. Re-record the budge
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from kernels.merge_attn_states.family import CUDA_MODULES
 from pytest_gpuperf.compile.static import CudaModule, static_params
 
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuStatic
+
 
 @pytest.mark.parametrize(("module", "arch"), static_params(CUDA_MODULES))
-def test_static(gpu_static: Any, module: CudaModule, arch: str) -> None:
+def test_static(gpu_static: GpuStatic, module: CudaModule, arch: str) -> None:
     gpu_static.check(module, arch)

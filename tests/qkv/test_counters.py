@@ -18,7 +18,7 @@ last tests check the profile plan, the kernel-name regex and the normalisation o
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import re
 
@@ -29,6 +29,9 @@ from kernels.qkv.family import LAYERS, VARIANTS, best_config
 from kernels.qkv.hw01_table import NOTE_ROWS, plan
 from kernels.qkv.launch import LaunchConfig
 from pytest_gpuperf.counters import CounterResult, format_table
+
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuCounters
 
 # Gates. Counters are counts, not times: the margins leave room for another GPU generation or
 # compiler (which may split or merge loads), not for noise.
@@ -47,7 +50,7 @@ def best_cases(arch: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def qkv_counters(gpu_counters: Any, gpu: Any) -> dict[tuple[str, str], CounterResult]:
+def qkv_counters(gpu_counters: GpuCounters, gpu: Any) -> dict[tuple[str, str], CounterResult]:
     """Counters of every variant on both layers at its best launch, keyed (variant, layer); one ncu run per session."""
     cases = best_cases(gpu.arch)
     results = gpu_counters.profile_launches(TARGET, {"cases": cases}, kernel_regex=KERNEL_REGEX, launch_count=len(cases))
@@ -63,7 +66,7 @@ def _sw(result: CounterResult) -> float:
 
 @pytest.mark.sm80
 @pytest.mark.parametrize("layer", sorted(LAYERS))
-def test_base_loads_about_16_sectors_per_request(gpu_counters: Any, qkv_counters: dict, layer: str) -> None:
+def test_base_loads_about_16_sectors_per_request(gpu_counters: GpuCounters, qkv_counters: dict, layer: str) -> None:
     """The note's diagnosis of qkv_base: 16 sectors per request (the weight load is strided)."""
     r = qkv_counters[("qkv_base", layer)]
     gpu_counters.record(r, f"qkv_base/{layer}")
@@ -75,7 +78,7 @@ def test_base_loads_about_16_sectors_per_request(gpu_counters: Any, qkv_counters
 
 @pytest.mark.sm80
 @pytest.mark.parametrize("layer", sorted(LAYERS))
-def test_rearranged_weights_load_at_most_4_sectors_per_request(gpu_counters: Any, qkv_counters: dict, layer: str) -> None:
+def test_rearranged_weights_load_at_most_4_sectors_per_request(gpu_counters: GpuCounters, qkv_counters: dict, layer: str) -> None:
     """The note's problem 1 solved: w2 makes the weight load one 128-byte line per warp."""
     r = qkv_counters[("qkv_base_w2", layer)]
     gpu_counters.record(r, f"qkv_base_w2/{layer}")
@@ -86,7 +89,7 @@ def test_rearranged_weights_load_at_most_4_sectors_per_request(gpu_counters: Any
 
 
 @pytest.mark.sm80
-def test_strip_w2_rereads_far_less_than_base_w2(gpu_counters: Any, qkv_counters: dict) -> None:
+def test_strip_w2_rereads_far_less_than_base_w2(gpu_counters: GpuCounters, qkv_counters: dict) -> None:
     """The note's problem 2 solved: strip assignment cuts L2->L1 re-reads (N-Rd) on layer1."""
     strip, base = qkv_counters[("qkv_strip_w2", "layer1")], qkv_counters[("qkv_base_w2", "layer1")]
     gpu_counters.record(strip, "qkv_strip_w2/layer1")
@@ -99,7 +102,7 @@ def test_strip_w2_rereads_far_less_than_base_w2(gpu_counters: Any, qkv_counters:
 
 
 @pytest.mark.sm80
-def test_hw01_table(gpu_counters: Any, qkv_counters: dict, capsys: pytest.CaptureFixture[str]) -> None:
+def test_hw01_table(gpu_counters: GpuCounters, qkv_counters: dict, capsys: pytest.CaptureFixture[str]) -> None:
     """Report: the note's hw01 columns for every variant and layer (pytest -s shows the table)."""
     rows = []
     for (variant, layer), r in qkv_counters.items():

@@ -14,7 +14,7 @@ once before it is timed.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -24,6 +24,9 @@ from kernels.qkv.launch import QkvBuffers, make_cublas_launcher, make_launcher, 
 from kernels.qkv.reference import make_inputs, reference
 from pytest_gpuperf import Variant
 from pytest_gpuperf.numerics import assert_close, poison
+
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuPerf
 
 LAYER_SEED = 2023
 MAX_REL_L2 = 1e-5  # fp32 accumulation vs float64; see tests/qkv/test_correctness.py
@@ -71,7 +74,7 @@ def cublas_variant(data: LayerData) -> Variant:
     return Variant("cublas", launcher, bytes=shape.min_bytes, flops=shape.flops)
 
 
-def assert_gate(gpu_perf: Any, data: LayerData, fast: str, baseline: str) -> None:
+def assert_gate(gpu_perf: GpuPerf, data: LayerData, fast: str, baseline: str) -> None:
     """One gate of family.GATES: ``fast`` vs ``baseline`` interleaved, by the arch's margin."""
     assert (fast, baseline, data.layer) in GATES, f"{fast} vs {baseline} on {data.layer} is not in family.GATES"
     arch = gpu_perf.device.arch
@@ -84,13 +87,13 @@ def assert_gate(gpu_perf: Any, data: LayerData, fast: str, baseline: str) -> Non
 
 @pytest.mark.sm80
 @pytest.mark.parametrize("layer", sorted(LAYERS))
-def test_rearranged_weights_beat_base(gpu_perf: Any, layer_data: Callable[[str], LayerData], layer: str) -> None:
+def test_rearranged_weights_beat_base(gpu_perf: GpuPerf, layer_data: Callable[[str], LayerData], layer: str) -> None:
     """The note's problem 1: w2 makes the weight loads coalesced (16 -> ~3 sectors per request)."""
     assert_gate(gpu_perf, layer_data(layer), "qkv_base_w2", "qkv_base")
 
 
 @pytest.mark.sm80
-def test_strip_beats_base_w2_on_larger_layer(gpu_perf: Any, layer_data: Callable[[str], LayerData]) -> None:
+def test_strip_beats_base_w2_on_larger_layer(gpu_perf: GpuPerf, layer_data: Callable[[str], LayerData]) -> None:
     """The note's problem 2: reusing each loaded weight for several words cuts L1<->L2 re-reads."""
     assert_gate(gpu_perf, layer_data("layer1"), "qkv_strip_w2", "qkv_base_w2")
 
@@ -98,7 +101,7 @@ def test_strip_beats_base_w2_on_larger_layer(gpu_perf: Any, layer_data: Callable
 @pytest.mark.sm80
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_variant_vs_cublas(gpu_perf: Any, layer_data: Callable[[str], LayerData], variant: str, layer: str) -> None:
+def test_variant_vs_cublas(gpu_perf: GpuPerf, layer_data: Callable[[str], LayerData], variant: str, layer: str) -> None:
     """Report only: speedup over cuBLAS (below 1 means slower), TFLOP/s and bandwidth fraction."""
     data = layer_data(layer)
     comparison = gpu_perf.assert_speedup(

@@ -7,14 +7,17 @@ stores in their SASS. Re-record with ``pytest tests/qkv/test_static.py --gpu-per
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from kernels.qkv.family import CUDA_MODULES
 from pytest_gpuperf.compile.static import CudaModule, static_params
 
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuStatic
+
 
 @pytest.mark.parametrize(("module", "arch"), static_params(CUDA_MODULES))
-def test_static(gpu_static: Any, module: CudaModule, arch: str) -> None:
+def test_static(gpu_static: GpuStatic, module: CudaModule, arch: str) -> None:
     gpu_static.check(module, arch)

@@ -11,11 +11,14 @@ more than 4x L2, so it needs no flush); the truth still flushes.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
 from pytest_gpuperf import Variant
+
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuPerf
 
 # elements of float32 per kernel size: ~2 µs (L2-resident), ~10 µs, ~100 µs (DRAM-sized)
 SIZES = {"2us": 1 << 18, "10us": 1 << 22, "100us": 3 << 24}
@@ -89,7 +92,7 @@ def graph_truth(launch: Callable[[], Any], l2_bytes: int, cold: bool, launches: 
 
 @pytest.mark.parametrize("cache", ["hot", "cold"])
 @pytest.mark.parametrize("size", list(SIZES))
-def test_median_matches_independent_graph_replay(gpu_perf: Any, size: str, cache: str) -> None:
+def test_median_matches_independent_graph_replay(gpu_perf: GpuPerf, size: str, cache: str) -> None:
     """Cold truth: rotated copies for the L2-resident size, flush subtraction for the others."""
     variant, cycle = _variant(size, cache, gpu_perf.device.l2_bytes)
     m = gpu_perf.measure(variant, check_baseline=False)
@@ -103,7 +106,7 @@ def test_median_matches_independent_graph_replay(gpu_perf: Any, size: str, cache
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_repeated_medians_are_stable(gpu_perf: Any, size: str) -> None:
+def test_repeated_medians_are_stable(gpu_perf: GpuPerf, size: str) -> None:
     """Run-to-run spread of the reported median (the bar: <= 2% at 2 µs, <= 0.5% at 10 µs and above)."""
     (launch,), nbytes = _axpb(SIZES[size])
     medians = [gpu_perf.measure(Variant(f"axpb-{size}-r{i}", launch, cache="hot"), check_baseline=False).median_s for i in range(8)]
@@ -114,7 +117,7 @@ def test_repeated_medians_are_stable(gpu_perf: Any, size: str) -> None:
 
 @pytest.mark.parametrize("cache", ["hot", "cold"])
 @pytest.mark.parametrize("repeat", range(10))
-def test_a_a_comparison_passes(gpu_perf: Any, cache: str, repeat: int) -> None:
+def test_a_a_comparison_passes(gpu_perf: GpuPerf, cache: str, repeat: int) -> None:
     """A kernel against itself: the speedup interval must sit inside [0.98, 1.02]."""
     k, _ = _variant("2us", cache, gpu_perf.device.l2_bytes)
     c = gpu_perf.assert_speedup(k, k, at_least=0.98)

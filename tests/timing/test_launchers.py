@@ -10,11 +10,14 @@ by cycling input copies that cover 3x L2. The bar is 3% at every size.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
 from pytest_gpuperf import GpuPerfError, Variant
+
+if TYPE_CHECKING:
+    from pytest_gpuperf import GpuPerf
 
 TOLERANCE = 0.03
 TORCH_SIZES = {"1.5us": 1 << 18, "8us": 3 << 20, "50us": 1 << 24}  # float32 elements, H100 SXM
@@ -47,7 +50,7 @@ def torch_graph_truth(cycle: list[Callable[[], Any]], launches: int = 200, repla
     return statistics.median(start.elapsed_time(end) * 1e-3 / launches for start, end in events)
 
 
-def assert_matches_truth(gpu_perf: Any, name: str, *cycle: Callable[[], Any]) -> None:
+def assert_matches_truth(gpu_perf: GpuPerf, name: str, *cycle: Callable[[], Any]) -> None:
     """One launch: timed hot; several: launches on distinct inputs, timed cold by cycling them."""
     if len(cycle) == 1:
         variant = Variant(name, cycle[0], cache="hot")
@@ -63,7 +66,7 @@ def assert_matches_truth(gpu_perf: Any, name: str, *cycle: Callable[[], Any]) ->
 
 
 @pytest.mark.parametrize("size", list(TORCH_SIZES))
-def test_torch_elementwise(gpu_perf: Any, size: str) -> None:
+def test_torch_elementwise(gpu_perf: GpuPerf, size: str) -> None:
     n = TORCH_SIZES[size]
     copies = -(-3 * gpu_perf.device.l2_bytes // (8 * n)) if size in ROTATED else 1
     pairs = [(torch.randn(n, device="cuda"), torch.empty(n, device="cuda")) for _ in range(copies)]
@@ -72,7 +75,7 @@ def test_torch_elementwise(gpu_perf: Any, size: str) -> None:
 
 
 @pytest.mark.parametrize("size", list(TRITON_SIZES))
-def test_triton_kernel(gpu_perf: Any, size: str) -> None:
+def test_triton_kernel(gpu_perf: GpuPerf, size: str) -> None:
     triton = pytest.importorskip("triton")
     import triton.language as tl
 
@@ -90,14 +93,14 @@ def test_triton_kernel(gpu_perf: Any, size: str) -> None:
     assert_matches_truth(gpu_perf, f"triton_scale_{size}", launch)
 
 
-def test_torch_compiled_function(gpu_perf: Any) -> None:
+def test_torch_compiled_function(gpu_perf: GpuPerf) -> None:
     fn = torch.compile(lambda a: (a * 2.0 + 1.0).relu())
     x = torch.randn(1 << 22, device="cuda")
     fn(x)
     assert_matches_truth(gpu_perf, "compiled", lambda: fn(x))
 
 
-def test_work_on_the_legacy_default_stream_is_refused(gpu_perf: Any) -> None:
+def test_work_on_the_legacy_default_stream_is_refused(gpu_perf: GpuPerf) -> None:
     x = torch.randn(1 << 20, device="cuda")
     y = torch.empty_like(x)
 
@@ -109,7 +112,7 @@ def test_work_on_the_legacy_default_stream_is_refused(gpu_perf: Any) -> None:
         gpu_perf.measure(Variant("default_stream", escapes), check_baseline=False)
 
 
-def test_work_on_a_side_stream_is_refused_however_short(gpu_perf: Any) -> None:
+def test_work_on_a_side_stream_is_refused_however_short(gpu_perf: GpuPerf) -> None:
     x = torch.randn(1 << 14, device="cuda")  # about a microsecond of work on each stream
     y, z = torch.empty_like(x), torch.empty_like(x)
     side = torch.cuda.Stream()
@@ -123,7 +126,7 @@ def test_work_on_a_side_stream_is_refused_however_short(gpu_perf: Any) -> None:
         gpu_perf.measure(Variant("side_stream", partly_elsewhere), check_baseline=False)
 
 
-def test_work_entirely_on_a_side_stream_is_refused(gpu_perf: Any) -> None:
+def test_work_entirely_on_a_side_stream_is_refused(gpu_perf: GpuPerf) -> None:
     x = torch.randn(1 << 14, device="cuda")
     y = torch.empty_like(x)
     side = torch.cuda.Stream()
