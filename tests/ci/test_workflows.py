@@ -238,3 +238,20 @@ def test_baseline_refresh_records_on_gpu_and_proposes_from_a_hosted_runner() -> 
     assert not _self_hosted(pr) and pr["permissions"] == {"contents": "write", "pull-requests": "write"}
     assert pr["needs"] == "record"
     assert any(str(s.get("uses", "")).startswith("peter-evans/create-pull-request@") for s in pr["steps"])
+
+
+# -- the test tiers: every push runs the default tier, the nightly job the slow one ------------
+def test_the_nightly_job_runs_the_slow_tier_and_pushes_run_the_default_one() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    ci = _load(WORKFLOWS / "ci.yml")
+    assert [entry["cron"] for entry in ci["on"]["schedule"]], "a nightly schedule"
+    slow = ci["jobs"]["slow-tests"]
+    assert "python -m pytest -m slow" in _steps_text(slow)
+    condition = str(slow["if"])
+    assert "schedule" in condition and "push" not in condition and "pull_request" not in condition
+    assert "-m slow" not in _steps_text(ci["jobs"]["tests"])
+    pytest_ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "-m 'not slow'" in pytest_ini["addopts"]
+    assert any(m.startswith("slow:") for m in pytest_ini["markers"])
+    ci_run = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^python -m pytest -n auto\b", ci_run, re.M) and "-m slow" not in ci_run
