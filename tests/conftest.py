@@ -2,7 +2,7 @@
 
 Once the tests are collected, one process (the only one, or xdist's worker gw0) starts
 tests/prebuild.py for the compile-time tier's modules among the selected tests, the CUTLASS
-GEMMs first (see that file). The tests then find their builds in the build cache, or wait on its lock for the
+GEMMs first, and for the megakernel emulator's libraries of the default run (see that file). The tests then find their builds in the build cache, or wait on its lock for the
 build in progress, while the other tests run beside the builds. Off with --gpu-perf and with
 GPU_PERF_TESTS_PREBUILD=0.
 """
@@ -31,19 +31,22 @@ def _prebuild_tasks(config: pytest.Config, items: list[pytest.Item]) -> list[str
     settings = Settings.from_config(config)
     if settings.enabled:  # a timing run: no builds beside it
         return []
-    tasks: dict[str, bool] = {}  # task -> builds a shared library (a CUTLASS GEMM)
+    tasks: dict[str, int] = {}  # task -> priority: CUTLASS GEMMs, emulator libraries, the rest
     for item in items:
         params: dict[str, Any] = getattr(getattr(item, "callspec", None), "params", {})
         fixtures = getattr(item, "fixturenames", ())
         module, arch = params.get("module"), params.get("arch")
         if "gpu_static" in fixtures and isinstance(module, CudaModule) and isinstance(arch, str):
             if arch_selected(arch, settings.static_archs):
-                tasks.setdefault(f"{module.name}@{arch}", module.shared_library)
+                tasks.setdefault(f"{module.name}@{arch}", 0 if module.shared_library else 2)
         elif "load_gemm" in fixtures and isinstance(params.get("variant"), str):
             from kernels.gemm_schedules.family import ARCH
 
-            tasks.setdefault(f"gemm_schedules.{params['variant']}@{ARCH}", True)
-    return sorted(tasks, key=lambda task: not tasks[task])  # stable: otherwise in the tests' order
+            tasks.setdefault(f"gemm_schedules.{params['variant']}@{ARCH}", 0)
+        libraries = getattr(getattr(item, "module", None), "EMULATOR_LIBRARIES", ())
+        for index in range(len(libraries)):  # tests/megakernel/test_emulated.py
+            tasks.setdefault(f"emulator:{item.path}:{index}", 1)
+    return sorted(tasks, key=lambda task: tasks[task])  # stable: otherwise in the tests' order
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
