@@ -282,3 +282,20 @@ def test_the_pull_request_comment_is_opt_in_sticky_and_lists_failures_first() ->
     assert "--method PATCH" in steps and "--method POST" in steps
     docs = (ROOT / "docs" / "ci-results.md").read_text()
     assert "GPU_PERF_PR_COMMENT" in docs and "gh-pages" in docs and "gpuperf export --format github-action-benchmark" in docs
+
+
+# -- the test tiers: every push runs the default tier, the nightly job the slow one ------------
+def test_the_nightly_job_runs_the_slow_tier_and_pushes_run_the_default_one() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    ci = _load(WORKFLOWS / "ci.yml")
+    assert [entry["cron"] for entry in ci["on"]["schedule"]], "a nightly schedule"
+    slow = ci["jobs"]["slow-tests"]
+    assert "python -m pytest -m slow" in _steps_text(slow)
+    condition = str(slow["if"])
+    assert "schedule" in condition and "push" not in condition and "pull_request" not in condition
+    assert "-m slow" not in _steps_text(ci["jobs"]["tests"])
+    pytest_ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert "-m 'not slow'" in pytest_ini["addopts"]
+    assert any(m.startswith("slow:") for m in pytest_ini["markers"])
+    ci_run = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^python -m pytest -n auto\b", ci_run, re.M) and "-m slow" not in ci_run

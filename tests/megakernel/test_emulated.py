@@ -3,7 +3,14 @@
 No GPU needed: every GPU thread is a fiber and fibers meet at barriers and shuffles in a seeded
 random order. This covers the work split, indexing, barrier placement and numerics of every
 variant on machines without CUDA; the memory model and speed are the GPU tests' business.
-Skipped without a C++17 compiler. About 4 s per emulated step.
+Skipped without a C++17 compiler. About 1-5 s per emulated step, plus about 4 s on one core to
+build the emulator library for each model shape, barrier choice and set of tuning macros.
+
+The default run keeps one case per behaviour on two libraries (TINY, which the wide-vocab TINY
+shares, and TINY with the kernel's own grid barrier): every variant, and every test function that
+needs no library of its own. The rest are marked ``slow`` (``pytest -m slow`` and the nightly CI job run them,
+docs/ci.md): more positions and grid sizes per variant, each alternative tuning macro (a library
+of its own each) and the odd page shape.
 """
 from __future__ import annotations
 
@@ -24,53 +31,59 @@ pytestmark = pytest.mark.skipif(compiler() is None, reason="no C++ compiler for 
 MAX_SEQ = 1152
 
 
+def slow(*values: object, id: str | None = None) -> object:  # noqa: A002 (pytest.param's name)
+    """A parameter set of the slow tier (see the module's docstring)."""
+    return pytest.param(*values, id=id, marks=pytest.mark.slow)
+
+
 @pytest.mark.parametrize(
     ("variant", "blocks", "position", "own_grid_barrier"),
     [
         # 5 blocks: 2 attention units per kv head at position 70 (split + combine), head groups of 2.
+        # The default run takes every variant here and one case of each situation below.
         *[(variant, 5, 70, False) for variant in VARIANTS],
         # The kernel's own grid barrier (MK_OWN_GRID_BARRIER) in place of cooperative_groups.
         ("fused", 5, 70, True),
         # The fewest blocks (one per kv head) and the first position.
-        ("head_based", TINY.kv_heads, 0, False),
-        ("fused_prefetch", TINY.kv_heads, 0, False),
+        slow("head_based", TINY.kv_heads, 0, False),
+        slow("fused_prefetch", TINY.kv_heads, 0, False),
         # Past 1024 keys with 2 blocks: chunks capped at 1024, each block runs two units, one of
         # them the last of its head (combine, and in `fused` the current position's K/V write).
-        ("baseline", TINY.kv_heads, 1100, False),
+        slow("baseline", TINY.kv_heads, 1100, False),
         ("fused", TINY.kv_heads, 1100, False),
         # fused_stream: one key (preloaded unit); long units (attention_unit's path, stream
         # combine); 5 units per head merged by thread pairs; the own grid barrier.
         ("fused_stream", TINY.kv_heads, 0, False),
-        ("fused_stream", TINY.kv_heads, 1100, False),
-        ("fused_stream", 13, 300, False),
-        ("fused_stream", 5, 70, True),
+        slow("fused_stream", TINY.kv_heads, 1100, False),
+        slow("fused_stream", 13, 300, False),
+        slow("fused_stream", 5, 70, True),
         # fused_ring: one key; long units; 13 blocks (pages of every segment kind, the ring wrapping
         # many times); the own grid barrier.
-        ("fused_ring", TINY.kv_heads, 0, False),
-        ("fused_ring", TINY.kv_heads, 1100, False),
+        slow("fused_ring", TINY.kv_heads, 0, False),
+        slow("fused_ring", TINY.kv_heads, 1100, False),
         ("fused_ring", 13, 300, False),
-        ("fused_ring", 5, 70, True),
+        slow("fused_ring", 5, 70, True),
         # dataflow (no grid barrier): the same cases as fused_ring.
-        ("dataflow", TINY.kv_heads, 0, False),
-        ("dataflow", TINY.kv_heads, 1100, False),
-        ("dataflow", 13, 300, False),
-        ("dataflow", 7, 70, False),
-        ("dataflow_splitk", TINY.kv_heads, 0, False),
-        ("dataflow_splitk", TINY.kv_heads, 1100, False),
-        ("dataflow_splitk", 13, 300, False),
-        ("dataflow_splitk", 7, 70, False),
+        slow("dataflow", TINY.kv_heads, 0, False),
+        slow("dataflow", TINY.kv_heads, 1100, False),
+        slow("dataflow", 13, 300, False),
+        slow("dataflow", 7, 70, False),
+        slow("dataflow_splitk", TINY.kv_heads, 0, False),
+        slow("dataflow_splitk", TINY.kv_heads, 1100, False),
+        slow("dataflow_splitk", 13, 300, False),
+        slow("dataflow_splitk", 7, 70, False),
         # dataflow_splitk_o: each block merges the units' LL records of its attention outputs: one
         # unit per head (positions 0, 30, 63 on 7 blocks), two (64, and 300 on 13 blocks), several
         # (70 above; 6 at 700 on 24 blocks), chunks capped at 1024 keys (1100 on 2 blocks); groups of
         # 1, 2, 3, 6 and 12 blocks, the blocks past the groups without O rows. More units than merge
         # lanes: test_emulated_splitk_o_merge_lanes_take_several_units.
         ("dataflow_splitk_o", TINY.kv_heads, 0, False),
-        ("dataflow_splitk_o", 13, 30, False),
-        ("dataflow_splitk_o", 7, 63, False),
-        ("dataflow_splitk_o", 7, 64, False),
-        ("dataflow_splitk_o", 13, 300, False),
-        ("dataflow_splitk_o", 24, 700, False),
-        ("dataflow_splitk_o", TINY.kv_heads, 1100, False),
+        slow("dataflow_splitk_o", 13, 30, False),
+        slow("dataflow_splitk_o", 7, 63, False),
+        slow("dataflow_splitk_o", 7, 64, False),
+        slow("dataflow_splitk_o", 13, 300, False),
+        slow("dataflow_splitk_o", 24, 700, False),
+        slow("dataflow_splitk_o", TINY.kv_heads, 1100, False),
     ],
 )
 def test_emulated_step_matches_reference(variant: str, blocks: int, position: int, own_grid_barrier: bool) -> None:
@@ -81,9 +94,15 @@ def test_emulated_step_matches_reference(variant: str, blocks: int, position: in
 # rows each for hidden 256), in the stream's tiling and in block_gemv's. Same compiled shape.
 WIDE_VOCAB = dataclasses.replace(TINY, name="tiny", vocab=9001)
 
+# The emulator libraries of the default run's cases, (config, own_grid_barrier, defines):
+# tests/prebuild.py builds them in the background while other tests run (tests/conftest.py).
+# (WIDE_VOCAB compiles to TINY's: the vocab is a run-time argument.)
+EMULATOR_LIBRARIES = ((TINY, False, ()), (TINY, True, ()))
 
-@pytest.mark.parametrize("variant", ["fused", "fused_stream", "fused_ring", "dataflow", "dataflow_splitk",
-                                     "dataflow_splitk_o"])
+
+# Default run: block_gemv's tiling (fused) and the stream's (dataflow_splitk_o).
+@pytest.mark.parametrize("variant", ["fused", slow("fused_stream"), slow("fused_ring"), slow("dataflow"),
+                                     slow("dataflow_splitk"), "dataflow_splitk_o"])
 def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     check_emulated_step(WIDE_VOCAB, variant, TINY.kv_heads, 5, False)
 
@@ -92,14 +111,14 @@ def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     ("blocks", "defines"),
     [
         # Chunks are one LM-head page group (MK_LM_GROUP): 2 pages of 64 rows here, 71 chunks for 9001 rows.
-        (2, ("MK_LM_STATIC_CHUNKS=1",)),  # 69 chunks claimed by 2 blocks; static rows shorter than the ring
-        (13, ()),                          # claims spread over 13 blocks, 2 static chunks each
-        (36, ()),                          # more static rows than the vocab: the last blocks have none
-        (24, ("MK_LM_GROUP=3",)),          # groups (and chunks) of 3 pages: again none left for the last
-        (2, ("MK_LM_GROUP=1",)),           # a page at a time
-        (2, ("MK_LM_DYNAMIC=0",)),         # the static split, each block its share of the rows
+        # Default run: 13 blocks on the default build; the others need libraries of their own or 36 blocks.
+        slow(2, ("MK_LM_STATIC_CHUNKS=1",), id="two-blocks-claim"),  # 69 chunks claimed by 2 blocks; static rows shorter than the ring
+        pytest.param(13, (), id="thirteen-blocks-claim"),  # claims spread over 13 blocks, 2 static chunks each
+        slow(36, (), id="no-chunk-left"),                  # more static rows than the vocab: the last blocks have none
+        slow(24, ("MK_LM_GROUP=3",), id="groups-of-3"),    # groups (and chunks) of 3 pages: again none left for the last
+        slow(2, ("MK_LM_GROUP=1",), id="groups-of-1"),     # a page at a time
+        slow(2, ("MK_LM_DYNAMIC=0",), id="static-split"),  # the static split, each block its share of the rows
     ],
-    ids=["two-blocks-claim", "thirteen-blocks-claim", "no-chunk-left", "groups-of-3", "groups-of-1", "static-split"],
 )
 def test_emulated_lm_head_shared_at_run_time(blocks: int, defines: tuple[str, ...]) -> None:
     """The paced rings' LM head (MK_LM_DYNAMIC): every row exactly once, whoever claims it, and the
@@ -108,6 +127,7 @@ def test_emulated_lm_head_shared_at_run_time(blocks: int, defines: tuple[str, ..
     check_emulated_step(WIDE_VOCAB, "dataflow_splitk_o", blocks, 5, False, defines=defines)
 
 
+@pytest.mark.slow  # two libraries of its own
 def test_emulated_lm_head_claims_match_static_split_bitwise() -> None:
     """Whichever block computes a row, it sums it in the same order: the logits with claimed chunks
     are bitwise those of the static split (5 blocks, 2 static chunks each, 37 claimed)."""
@@ -125,6 +145,7 @@ def test_emulated_lm_head_claims_match_static_split_bitwise() -> None:
     assert np.array_equal(logits[0].view(np.uint32), logits[1].view(np.uint32))
 
 
+@pytest.mark.slow  # a library of its own, 24 blocks
 def test_emulated_splitk_o_merge_lanes_take_several_units() -> None:
     """11 units per head on 24 blocks (one unit per 2 blocks of a group), merged by at most 4 lanes
     per output: lanes take up to three units each."""
@@ -132,6 +153,7 @@ def test_emulated_splitk_o_merge_lanes_take_several_units() -> None:
                         defines=("MK_SPLITK_O_UNITS_DIVISOR=1", "MK_MERGE_LANES=4"))
 
 
+@pytest.mark.slow  # a library of its own per case, 24 blocks
 @pytest.mark.parametrize("defines", [("MK_PUMP_WARP=0", "MK_UNIT_PUMP=0"), ("MK_UNIT_PUMP=1",)],
                          ids=["issuing-warp-polls", "units-always-pump"])
 def test_emulated_splitk_o_pumping_layouts(defines: tuple[str, ...]) -> None:
@@ -142,7 +164,7 @@ def test_emulated_splitk_o_pumping_layouts(defines: tuple[str, ...]) -> None:
     check_emulated_step(TINY, "dataflow_splitk_o", 24, 100, False, defines=defines)
 
 
-@pytest.mark.parametrize("position", [1, 100])
+@pytest.mark.parametrize("position", [1, slow(100)])
 def test_emulated_splitk_o_lighter_unit_blocks(position: int) -> None:
     """The blocks that run the units (2 at position 1, 4 at 100, under a quarter of 24 blocks) hand
     their QKV and gate/up/down rows to the others (light_split: with the tiny model's 64-row pages
@@ -153,9 +175,14 @@ def test_emulated_splitk_o_lighter_unit_blocks(position: int) -> None:
 
 @pytest.mark.parametrize(
     "position, defines",
-    [(5, ()), (70, ()), (10, ("MK_UNIT_WARP_KEYS=16",)), (30, ("MK_UNIT_WARP_KEYS=32",)),
-     (5, ("MK_UNIT_WARP_KEYS=0",)), (70, ("MK_UNIT_KEYS_SHARED=0",))],
-    ids=["6-keys", "64+7-keys", "11-keys", "31-keys-tile-threshold", "warps-off", "keys-from-l2"],
+    [  # default run: the two cases on the default build; each other one needs a library of its own
+        pytest.param(5, (), id="6-keys"),
+        pytest.param(70, (), id="64+7-keys"),
+        slow(10, ("MK_UNIT_WARP_KEYS=16",), id="11-keys"),
+        slow(30, ("MK_UNIT_WARP_KEYS=32",), id="31-keys-tile-threshold"),
+        slow(5, ("MK_UNIT_WARP_KEYS=0",), id="warps-off"),
+        slow(70, ("MK_UNIT_KEYS_SHARED=0",), id="keys-from-l2"),
+    ],
 )
 def test_emulated_splitk_o_units_by_warps(position: int, defines: tuple[str, ...]) -> None:
     """Units of at most MK_UNIT_WARP_KEYS keys, their keys and values copied into shared memory at the
@@ -206,6 +233,7 @@ def test_emulator_rejects_bad_arguments() -> None:
         emulate_decode(buffers, "baseline", 0, 0, 5)
 
 
+@pytest.mark.slow  # a library of its own per case
 @pytest.mark.parametrize("page_bytes", [16384, 8192])
 def test_emulated_ring_with_smaller_pages(page_bytes: int) -> None:
     """MK_PAGE_BYTES (A/B builds with smaller pages; 32 KB by default): the tiny model's pages shrink to 32
@@ -222,13 +250,18 @@ def test_emulated_ring_with_smaller_pages(page_bytes: int) -> None:
 ODD_PAGE_ROWS = ModelConfig("odd-pages", layers=1, hidden=768, q_heads=8, kv_heads=4, intermediate=2048, vocab=700)
 
 
+@pytest.mark.slow  # a library of its own (another model shape), hidden 768
 @pytest.mark.parametrize("variant", ["fused_ring", "dataflow", "dataflow_splitk", "dataflow_splitk_o"])
 def test_emulated_ring_with_odd_page_rows(variant: str) -> None:
     check_emulated_step(ODD_PAGE_ROWS, variant, 5, 40, False)
 
 
-@pytest.mark.parametrize("defines", [(), ("MK_ACC_BULK=0", "MK_ACC_COPIES=3", "MK_ACC_STRIDE=2"), ("MK_ACC_COPIES=1",)],
-                         ids=["default-two-copies-bulk", "three-copies-strided-atomics", "one-copy-bulk"])
+@pytest.mark.parametrize(  # default run: the default build; each other layout needs a library of its own
+    "defines",
+    [pytest.param((), id="default-two-copies-bulk"),
+     slow(("MK_ACC_BULK=0", "MK_ACC_COPIES=3", "MK_ACC_STRIDE=2"), id="three-copies-strided-atomics"),
+     slow(("MK_ACC_COPIES=1",), id="one-copy-bulk")],
+)
 def test_emulated_splitk_accumulators_carry_over_launches(defines: tuple[str, ...]) -> None:
     """The split-K variants' accumulators must be zero again after each launch, whatever ran
     between: four steps in a row on the same buffers (splitk, dataflow, splitk_o, splitk; the

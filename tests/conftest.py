@@ -1,0 +1,111 @@
+"""Shared by every test directory: the compile-time tier's builds start in the background.
+
+Once the tests are collected, one process (the only one, or xdist's worker gw0) starts
+tests/prebuild.py for the compile-time tier's modules among the selected tests, the CUTLASS
+GEMMs first, and for the megakernel emulator's libraries of the default run (see that file). The tests then find their builds in the build cache, or wait on its lock for the
+build in progress, while the other tests run beside the builds. Off with --gpu-perf and with
+GPU_PERF_TESTS_PREBUILD=0.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+OFF_ENV = "GPU_PERF_TESTS_PREBUILD"
+PREBUILD_KEY = pytest.StashKey[subprocess.Popen]()
+FINISH_WAIT_S = 900.0  # at most this long after the last test: longer than any build here, cold
+
+
+def _prebuild_tasks(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """``module@arch`` for each compile-time tier build the selected tests need, CUTLASS first."""
+    from pytest_gpuperf.compile.static import CudaModule, arch_selected
+    from pytest_gpuperf.options import Settings
+
+    settings = Settings.from_config(config)
+    if settings.enabled:  # a timing run: no builds beside it
+        return []
+    tasks: dict[str, int] = {}  # task -> priority: CUTLASS GEMMs, emulator libraries, the rest
+    for item in items:
+        params: dict[str, Any] = getattr(getattr(item, "callspec", None), "params", {})
+        fixtures = getattr(item, "fixturenames", ())
+        module, arch = params.get("module"), params.get("arch")
+        if "gpu_static" in fixtures and isinstance(module, CudaModule) and isinstance(arch, str):
+            if arch_selected(arch, settings.static_archs):
+                tasks.setdefault(f"{module.name}@{arch}", 0 if module.shared_library else 2)
+        elif "load_gemm" in fixtures and isinstance(params.get("variant"), str):
+            from kernels.gemm_schedules.family import ARCH
+
+            tasks.setdefault(f"gemm_schedules.{params['variant']}@{ARCH}", 0)
+        libraries = getattr(getattr(item, "module", None), "EMULATOR_LIBRARIES", ())
+        for index in range(len(libraries)):  # tests/megakernel/test_emulated.py
+            tasks.setdefault(f"emulator:{item.path}:{index}", 1)
+    return sorted(tasks, key=lambda task: tasks[task])  # stable: otherwise in the tests' order
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    worker = getattr(config, "workerinput", None)
+    if (worker is not None and worker.get("workerid") != "gw0") or config.option.collectonly:
+        return
+    if os.environ.get(OFF_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return
+    try:
+        tasks = _prebuild_tasks(config, session.items)
+    except Exception:  # noqa: BLE001 - only an optimisation: the tests build what they need
+        return
+    if not tasks:
+        return
+    root = str(HERE.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    config.stash[PREBUILD_KEY] = subprocess.Popen(
+        [sys.executable, str(HERE / "prebuild.py"), *tasks],
+        cwd=os.getcwd(),  # the build cache's key holds the working folder: the tests' own
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group, so the nvcc it runs can be stopped with it
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under xdist, other workers' tests may still wait on a build in progress: a run that went
+    through lets the prebuild finish; one stopped early (-x, Ctrl-C, an error) stops it."""
+    proc = session.config.stash.get(PREBUILD_KEY, None)
+    if proc is None or proc.poll() is not None:
+        return
+    went_through = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    if went_through and not (session.shouldstop or session.shouldfail):
+        try:
+            proc.wait(timeout=FINISH_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
+    _stop(proc)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    proc = config.stash.get(PREBUILD_KEY, None)
+    if proc is not None:
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the prebuild's process group (it and the compilers it runs), if it still runs."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()

@@ -1,0 +1,73 @@
+"""Fill the build cache for the compile-time tier in the background while the tests run.
+
+tests/conftest.py starts ``python tests/prebuild.py TASK ...`` once per run (one process, not
+one per xdist worker) for the compile-time tier's modules among the selected tests
+(``MODULE@ARCH``: the CUTLASS GEMMs and the megakernel take 15-60 s each on one core, cold) and
+for the megakernel emulator's libraries that a selected test module lists in
+EMULATOR_LIBRARIES (``emulator:FILE:INDEX``, about 4 s of g++ each). Each is built exactly as
+the test builds it (``compile_module`` as ``gpu_static.check`` calls it; ``build_library`` as
+``emulate_decode`` does: same flags, same working folder, same environment), so the test finds
+it in the content-addressed cache, or waits on the cache's lock while it is being built instead
+of building it a second time. Meanwhile the other tests
+run: on two cores, the builds no longer leave one core idle.
+
+Nothing here decides a test's outcome: a build that fails or is stopped is built again by its
+test, which reports the error. Never started with --gpu-perf (builds beside a timing run would
+disturb it) or with GPU_PERF_TESTS_PREBUILD=0.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+FAMILIES = ("cluster_reduce", "gemm_schedules", "megakernel", "merge_attn_states", "qkv")
+JOBS = 2
+
+
+def modules() -> dict[str, object]:
+    """Every family's CudaModule by name."""
+    found: dict[str, object] = {}
+    for family in FAMILIES:
+        for module in importlib.import_module(f"kernels.{family}.family").CUDA_MODULES:
+            found[module.name] = module
+    return found
+
+
+def build_emulator_library(test_file: str, index: int) -> None:
+    """Entry ``index`` of the test module's EMULATOR_LIBRARIES, as emulate_decode builds it."""
+    from kernels.megakernel.emulator import build_library
+
+    spec = importlib.util.spec_from_file_location("prebuild_emulator_tests", test_file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {test_file}")
+    tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tests)
+    config, own_grid_barrier, defines = tests.EMULATOR_LIBRARIES[index]
+    build_library(config, own_grid_barrier, tuple(defines))
+
+
+def main(tasks: list[str]) -> int:
+    from pytest_gpuperf.compile.static import compile_module
+
+    by_name = modules()
+
+    def build(task: str) -> None:
+        try:
+            if task.startswith("emulator:"):
+                test_file, _, index = task.removeprefix("emulator:").rpartition(":")
+                build_emulator_library(test_file, int(index))
+            else:
+                name, _, arch = task.partition("@")
+                compile_module(by_name[name], arch)
+        except Exception as exc:  # noqa: BLE001 - the test builds it again and reports the error
+            print(f"prebuild {task}: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        list(pool.map(build, tasks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
