@@ -160,8 +160,8 @@ def entry_problem(raw: Any) -> tuple[str, str] | None:
     if not numbers["ci_low_s"] <= numbers["median_s"] <= numbers["ci_high_s"]:
         return "", "must satisfy ci_low_s <= median_s <= ci_high_s"
     confidence = finite_number(raw.get("confidence"))
-    if confidence is None or not 0 < confidence < 1:
-        return "confidence", f"must be a number between 0 and 1, got {shown(raw.get('confidence'))}"
+    if confidence is None or not 0.5 < confidence < 1:  # an interval at 0.5 or below says nothing
+        return "confidence", f"must be a number above 0.5 and below 1, got {shown(raw.get('confidence'))}"
     n = raw.get("n")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         return "n", f"must be a positive integer, got {shown(n)}"
