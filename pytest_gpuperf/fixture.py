@@ -52,15 +52,17 @@ class GpuPerf:
             if failure:
                 raise GateFailure(failure)
             return pair.fast
-        with self._session.gpu_lock(), self._contention_stops_the_test():
+        policy = self._session.policy(self.settings)
+        with self._timing(repr(variant.name), policy.budget_s) as on_rounds:
             m = sampler.measure(
                 self._session.backend,
                 variant,
-                self._session.policy(self.settings),
+                policy,
                 self.settings.cache,
                 self.device.key,
                 self._session.guard,
                 self._session.reference_for(variant, self.settings) if check_baseline else None,
+                on_rounds,
             )
         failure = self._record_measurement(m, check_baseline)
         self._stop_if_contended(m)
@@ -80,17 +82,19 @@ class GpuPerf:
         if at_least is not None and not at_least > 0:
             raise ValueError(f"assert_speedup: at_least must be a positive ratio such as 1.10, got {at_least!r}")
         self._baseline_file_readable()
-        with self._session.gpu_lock(), self._contention_stops_the_test():
+        policy = self._session.policy(self.settings)
+        with self._timing(f"{fast.name!r} vs {baseline.name!r}", policy.budget_s) as on_rounds:
             c = sampler.compare(
                 self._session.backend,
                 fast,
                 baseline,
-                self._session.policy(self.settings),
+                policy,
                 at_least,
                 self.settings.cache,
                 self.device.key,
                 self._session.guard,
                 self._session.reference_for(fast, self.settings),
+                on_rounds,
             )
         pairs = {v.name: self._against(v) for v in (fast, baseline) if self._rev_variant(v) is not None}
         failures = [
@@ -143,17 +147,29 @@ class GpuPerf:
         """``variant`` timed interleaved with its REV namesake: speedup = t(REV) / t(now)."""
         rev = self._rev_variant(variant)
         assert rev is not None
-        with self._session.gpu_lock(), self._contention_stops_the_test():
+        policy = self._session.policy(self.settings)
+        with self._timing(f"{variant.name!r} vs {self._session.against_label}", policy.budget_s) as on_rounds:
             return sampler.compare(
                 self._session.backend,
                 variant,
                 rev.renamed(variant.name + "@rev"),
-                self._session.policy(self.settings),
+                policy,
                 None,
                 self.settings.cache,
                 self.device.key,
                 self._session.guard,
+                on_rounds=on_rounds,
             )
+
+    @contextlib.contextmanager
+    def _timing(self, label: str, budget_s: float) -> Iterator[sampler.OnRounds | None]:
+        """Hold the GPU, stop the test if another process contends for it, show the live status."""
+        with (
+            self._session.gpu_lock(),
+            self._contention_stops_the_test(),
+            self._session.live_status(self._test_key, label, budget_s) as on_rounds,
+        ):
+            yield on_rounds
 
     def _undecided(self, text: str) -> list[str]:
         """An undecided gate: a failure under --gpu-perf-inconclusive=fail, else a warning."""

@@ -66,6 +66,7 @@ class RunHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.s.close_live()
         if self.s.is_worker:
             return
         from pytest_gpuperf.outputs import write_report

@@ -19,9 +19,10 @@ from pytest_gpuperf.options import Settings
 
 if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
     from pytest_gpuperf.baselines import BaselineStore, Change
+    from pytest_gpuperf.live_status import LiveStatus
     from pytest_gpuperf.timing.backend import TimingBackend
     from pytest_gpuperf.timing.health import HealthGuard
-    from pytest_gpuperf.timing.sampler import SamplingPolicy
+    from pytest_gpuperf.timing.sampler import OnRounds, SamplingPolicy
 
 PLUGIN_NAME = "gpu_perf_session"
 RECORD_KEY = "gpu_perf"  # key of the records carried in report.user_properties
@@ -147,6 +148,26 @@ class GpuPerfSession:
 
             self._against = resolve(self.config.rootpath, self.settings.against)
         return self._against
+
+    @cached_property
+    def live(self) -> LiveStatus | None:
+        """The live status line, where the run is interactive (``live_status.for_terminal``)."""
+        from pytest_gpuperf.live_status import for_terminal
+
+        return for_terminal(self.config)
+
+    @contextlib.contextmanager
+    def live_status(self, test: str, label: str, budget_s: float) -> Iterator[OnRounds | None]:
+        """The sampler's ``on_rounds`` callback drawing the live status line, or None."""
+        if self.live is None:
+            yield None
+            return
+        with self.live.measuring(test, label, budget_s) as on_rounds:
+            yield on_rounds
+
+    def close_live(self) -> None:
+        if "live" in self.__dict__ and self.live is not None:
+            self.live.close()
 
     @property
     def against_label(self) -> str:

@@ -47,6 +47,10 @@ MAX_KEPT_CLOCK_STATES = 6
 MIN_LAUNCH_S = 0.5e-6
 
 
+# Called after each batch of rounds with the rounds taken so far: a live status line follows it.
+OnRounds = Callable[[int], None]
+
+
 @dataclass(frozen=True)
 class SamplingPolicy:
     """How long and how precisely to measure. Defaults suit kernels from 1 µs to 100 ms."""
@@ -134,6 +138,7 @@ def _sample(
     budget_s: float,
     look: Callable[[_Run], bool],
     run: _Run | None = None,
+    on_rounds: OnRounds | None = None,
 ) -> _Run:
     """Take rounds until a look says stop, the schedule's looks are used up, or the budget is spent.
 
@@ -148,6 +153,8 @@ def _sample(
             if backend.now() - start >= budget_s:
                 break
             _take_rounds(backend, prepared, run, min(policy.round_size, max(1, target - run.n)))
+            if on_rounds is not None:
+                on_rounds(run.n)
         out_of_time = backend.now() - start >= budget_s
         run.looks += 1
         if look(run):
@@ -286,6 +293,7 @@ def measure(
     device_key: str = "",
     guard: HealthGuard | None = None,
     reference: Prepared | None = None,
+    on_rounds: OnRounds | None = None,
 ) -> Measurement:
     """Time one variant (interleaved with ``reference`` when given, for calibration).
 
@@ -315,7 +323,7 @@ def measure(
         slots = [prepared] if reference is None else [prepared, reference]
         try:
             with _contention_explains(guard, backend, started, waited):
-                run = _sample(backend, slots, policy, policy.budget_s, precise)
+                run = _sample(backend, slots, policy, policy.budget_s, precise, on_rounds=on_rounds)
         finally:
             backend.release(prepared)
         health = guard.after(backend, started, waited)
@@ -368,6 +376,7 @@ def compare(
     device_key: str = "",
     guard: HealthGuard | None = None,
     reference: Prepared | None = None,
+    on_rounds: OnRounds | None = None,
 ) -> Comparison:
     """Measure ``fast`` and ``baseline`` interleaved (with ``reference`` when given) and judge
     the claim speedup >= at_least. Sampling stops at the first look with a decided claim; an
@@ -392,11 +401,11 @@ def compare(
     slots = [pf, pb] if reference is None else [pf, pb, reference]
     try:
         with _contention_explains(guard, backend, started, waited):
-            run = _sample(backend, slots, policy, policy.budget_s, decided)
+            run = _sample(backend, slots, policy, policy.budget_s, decided, on_rounds=on_rounds)
             judgement = _judge_speedup(run, at_least, look_conf)
             extensible = run.stop_reason == "budget" and run.looks < len(policy.looks)
             if judgement.verdict is Verdict.INCONCLUSIVE and policy.extension_budget_s > 0 and extensible:
-                run = _sample(backend, slots, policy, policy.extension_budget_s, decided, run)
+                run = _sample(backend, slots, policy, policy.extension_budget_s, decided, run, on_rounds)
                 run.stop_reason = "extended:" + run.stop_reason
                 judgement = _judge_speedup(run, at_least, look_conf)
     finally:
