@@ -13,31 +13,39 @@ to add results measured elsewhere, so the entries are appended to its session's 
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf.records import is_record
+from pytest_gpuperf.session import RECORD_KEY
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.records import MeasurementRecord
+    from pytest_gpuperf.session import GpuPerfSession
 
 
 class BenchmarkHooks:
     """pytest-benchmark hooks, bound to the run's session."""
 
-    def __init__(self, session: Any):
+    def __init__(self, session: GpuPerfSession):
         self.s = session
 
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
         device = self.s._device  # only a GPU the run already probed: no CUDA work for pytest-benchmark
-        if device:
+        if isinstance(device, DeviceInfo):
             machine_info["gpu"] = device.fingerprint()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" or self.s.is_worker:
             return
         for key, record in report.user_properties:
-            if key == "gpu_perf" and isinstance(record, dict) and record.get("kind") == "measurement":
+            if key == RECORD_KEY and is_record(record) and record["kind"] == "measurement":
                 add_measurement(self.s.config, record)
 
 
-def add_measurement(config: pytest.Config, record: dict[str, Any]) -> bool:
+def add_measurement(config: pytest.Config, record: MeasurementRecord) -> bool:
     """Append one measurement record to pytest-benchmark's session; False when it is not active."""
     session = getattr(config, "_benchmarksession", None)
     if session is None or getattr(session, "disabled", True) or not record.get("samples"):

@@ -70,11 +70,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_gpuperf.records import CountersRecord
     from pytest_gpuperf.session import GpuPerfSession
 
 NCU_ENV = "NCU"
@@ -740,5 +741,7 @@ class GpuCounters:
         """Attach ``result`` to this test's report (the JSON report lists it under the test's ``counters``)."""
         from pytest_gpuperf.session import RECORD_KEY
 
-        record = {"kind": "counters", "test": self._item.nodeid, "label": label, **result.to_json()}
+        record = cast(
+            "CountersRecord", {"kind": "counters", "test": self._item.nodeid, "label": label, **result.to_json()}
+        )
         self._item.user_properties.append((RECORD_KEY, record))

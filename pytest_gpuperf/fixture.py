@@ -14,6 +14,7 @@ from pytest_gpuperf.device import DeviceInfo
 from pytest_gpuperf.errors import GateFailure, GpuContended, GpuPerfError
 from pytest_gpuperf.gates import Verdict
 from pytest_gpuperf.options import Settings
+from pytest_gpuperf.records import MeasurementRecord, Record
 from pytest_gpuperf.regression import check_against, check_regression
 from pytest_gpuperf.report import format_against_failure, format_comparison_failure, format_regression_failure
 from pytest_gpuperf.results import Comparison, Measurement, Variant
@@ -199,7 +200,7 @@ class GpuPerf:
             raise GateFailure(text + "; rerun on a quiet GPU")
         pytest.skip(SKIP_PREFIX + text + "; its numbers are neither judged nor stored")
 
-    def _emit(self, record: dict[str, Any]) -> None:
+    def _emit(self, record: Record) -> None:
         self._item.user_properties.append((RECORD_KEY, record))
 
     def _record_measurement(self, m: Measurement, check_baseline: bool, pair: Comparison | None = None) -> str | None:
@@ -209,7 +210,7 @@ class GpuPerf:
         store = self._session.store
         consult = check_baseline and not self.settings.update_baselines and pair is None
         entry = store.lookup(self.device.key, self._module, key) if consult else None
-        record: dict[str, Any] = {
+        record: MeasurementRecord = {
             "kind": "measurement",
             "test": self._item.nodeid,
             "module": self._module,

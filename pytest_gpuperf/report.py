@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_gpuperf.baselines import Change, Entry
+    from pytest_gpuperf.records import ComparisonSummary, Record
     from pytest_gpuperf.regression import RegressionCheck
     from pytest_gpuperf.results import Comparison, Measurement
 
@@ -149,14 +150,13 @@ def _clock_note(m: Measurement, entry: Entry) -> str:
 
 
 # -- session summary ---------------------------------------------------------------
-def summary_rows(records: Iterable[dict[str, Any]]) -> list[list[str]]:
+def summary_rows(records: Iterable[Record]) -> list[list[str]]:
     """One row per measured variant: test, variant, median, CI, speedup vs required, Δ baseline, verdict."""
     records = list(records)
-    speedups: dict[tuple[str, str], dict[str, Any]] = {}
+    speedups: dict[tuple[str, str], ComparisonSummary] = {}
     for r in records:
         if r["kind"] == "comparison":
-            c = r["comparison"]
-            speedups[(r["test"], c["fast"])] = c
+            speedups[(r["test"], r["comparison"]["fast"])] = r["comparison"]
     rows = [["test", "variant", "median", "CI", "speedup (required)", "vs baseline", "verdict"]]
     for r in records:
         if r["kind"] != "measurement":
@@ -185,7 +185,7 @@ def summary_rows(records: Iterable[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
-def verdict_counts(records: Iterable[dict[str, Any]]) -> Counter[str]:
+def verdict_counts(records: Iterable[Record]) -> Counter[str]:
     counts: Counter[str] = Counter()
     for r in records:
         if r["kind"] == "comparison":
@@ -195,14 +195,14 @@ def verdict_counts(records: Iterable[dict[str, Any]]) -> Counter[str]:
     return counts
 
 
-def health_summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def health_summary(records: Iterable[Record]) -> dict[str, Any]:
     """How many measurements had unknown clocks or a contended GPU, with the reasons and processes."""
     unknown: Counter[str] = Counter()
     contended: list[dict[str, Any]] = []
     for r in records:
-        if r["kind"] != "measurement" or not r["measurement"].get("health"):
+        h = r["measurement"]["health"] if r["kind"] == "measurement" else None
+        if r["kind"] != "measurement" or not h:
             continue
-        h = r["measurement"]["health"]
         if h["state"] == "unknown":
             unknown[h["unknown_reason"]] += 1
         elif h["state"] == "contended":
@@ -214,7 +214,7 @@ def health_summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def health_lines(records: Iterable[dict[str, Any]]) -> list[str]:
+def health_lines(records: Iterable[Record]) -> list[str]:
     """Summary lines on unknown clocks and contended measurements (empty when all was known and quiet)."""
     h = health_summary(records)
     lines = [
@@ -234,7 +234,7 @@ def health_lines(records: Iterable[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def time_lines(records: Iterable[dict[str, Any]], slowest: int = 5) -> list[str]:
+def time_lines(records: Iterable[Record], slowest: int = 5) -> list[str]:
     """Where the run's measuring time went: by test module, and the slowest measurements."""
     spent: list[tuple[float, str]] = []
     for r in records:
@@ -256,7 +256,7 @@ def time_lines(records: Iterable[dict[str, Any]], slowest: int = 5) -> list[str]
     return lines
 
 
-def progress_lines(record: dict[str, Any]) -> list[str]:
+def progress_lines(record: Record) -> list[str]:
     """One line per finished measurement or comparison, for ``-v``."""
     test = record.get("test", "").split("::", 1)[-1]
     if record["kind"] == "measurement":
@@ -289,7 +289,7 @@ def format_changes(changes: Sequence[Change]) -> list[str]:
     return lines
 
 
-def static_lines(records: Iterable[dict[str, Any]], no_gpu: Counter[str], no_gpu_reason: str | None) -> list[str]:
+def static_lines(records: Iterable[Record], no_gpu: Counter[str], no_gpu_reason: str | None) -> list[str]:
     """The terminal summary of the compile-time tier: one row per module and architecture, the
     totals, the budgets an update changed, and which GPU parts a GPU-less run skipped."""
     static = [r for r in records if r["kind"] == "static"]
@@ -359,7 +359,7 @@ def static_lines(records: Iterable[dict[str, Any]], no_gpu: Counter[str], no_gpu
 
 def build_json(
     *,
-    records: Sequence[dict[str, Any]],
+    records: Sequence[Record],
     outcomes: dict[str, str],
     skip_reasons: Counter[str],
     changes: Sequence[Change],

@@ -6,8 +6,9 @@ The input is what ``report_file.load_report`` returns, so every field read here 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
+from pytest_gpuperf.records import ComparisonRecord, MeasurementRecord, Record
 from pytest_gpuperf.report import _table, fmt_time, summary_rows
 
 
@@ -16,14 +17,15 @@ def _md(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def report_records(data: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The report's tests back as the per-result records the terminal summary is built from."""
-    records: list[dict[str, Any]] = []
+def report_records(data: Mapping[str, Any]) -> list[Record]:
+    """The report's tests back as the per-result records the terminal summary is built from
+    (a report that passed ``report_file``'s checks holds what the records need)."""
+    records: list[Record] = []
     for t in data["tests"]:
         for c in t.get("comparisons", []):
-            records.append({"kind": "comparison", "test": t["nodeid"], "comparison": c})
+            records.append(ComparisonRecord(kind="comparison", test=t["nodeid"], comparison=c))
         for m in t.get("measurements", []):
-            records.append({**m, "kind": "measurement", "test": t["nodeid"]})
+            records.append(cast(MeasurementRecord, {**m, "kind": "measurement", "test": t["nodeid"]}))
     return records
 
 

@@ -16,6 +16,7 @@ from pytest_gpuperf.timing.nvml import THROTTLE_REASONS, ClockState
 __all__ = ["CacheMode", "Variant", "Calibration", "Measurement", "Comparison", "ClockState", "THROTTLE_REASONS"]
 
 if TYPE_CHECKING:
+    from pytest_gpuperf.records import ComparisonSummary, MeasurementSummary
     from pytest_gpuperf.timing.health import Health
 
 
@@ -153,7 +154,7 @@ class Measurement:
         """FLOP per second at the median time, when ``flops`` was declared."""
         return self.flops / self.median_s if self.flops else None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> MeasurementSummary:
         """JSON-ready statistics (no raw samples)."""
         return {
             "name": self.name,
@@ -208,7 +209,7 @@ class Comparison:
     def speedup_interval(self) -> Interval:
         return Interval(self.speedup, self.ci_low, self.ci_high, self.confidence)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ComparisonSummary:
         return {
             "fast": self.fast.name,
             "baseline": self.baseline.name,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf.records import Record, is_record
 from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX
 
 if TYPE_CHECKING:
@@ -44,9 +45,7 @@ class RunHooks:
             if report.failed and report.nodeid in self.outcomes:
                 self.outcomes[report.nodeid] = "error"
             return
-        records: list[dict[str, Any]] = [
-            value for key, value in report.user_properties if key == RECORD_KEY and isinstance(value, dict)
-        ]
+        records = [value for key, value in report.user_properties if key == RECORD_KEY and is_record(value)]
         if records:
             self.outcomes[report.nodeid] = report.outcome
         for record in records:
@@ -54,7 +53,7 @@ class RunHooks:
         if records and not self.s.is_worker and self.s.config.get_verbosity() > 0:
             self._progress(records)
 
-    def _progress(self, records: list[dict[str, Any]]) -> None:
+    def _progress(self, records: list[Record]) -> None:
         from pytest_gpuperf.report import progress_lines
 
         tr = self.s.config.pluginmanager.get_plugin("terminalreporter")
@@ -148,7 +147,9 @@ class RunHooks:
                 tr.write_line("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip())
             counts = verdict_counts(self.s.records)
             tr.write_line("verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
-        missing = [r["note"].split(" (looked in")[0] for r in self.s.records if r.get("note")]
+        missing = [
+            r["note"].split(" (looked in")[0] for r in self.s.records if r["kind"] == "measurement" and "note" in r
+        ]
         _write_listed(
             tr,
             f"{len(missing)} measurement(s) have no stored baseline for this GPU; "

@@ -20,6 +20,7 @@ from pytest_gpuperf.options import Settings
 if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
     from pytest_gpuperf.baselines import BaselineStore, Change
     from pytest_gpuperf.live_status import LiveStatus
+    from pytest_gpuperf.records import Record
     from pytest_gpuperf.timing.backend import TimingBackend
     from pytest_gpuperf.timing.health import HealthGuard
     from pytest_gpuperf.timing.sampler import OnRounds, SamplingPolicy
@@ -64,7 +65,7 @@ def _cuda_device_count() -> int | None:
 class GpuPerfSession:
     config: pytest.Config
     settings: Settings
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     skip_reasons: Counter[str] = field(default_factory=Counter)
     baseline_changes: list[Change] = field(default_factory=list)
     _device: DeviceInfo | NoDevice | None = None
@@ -207,7 +208,7 @@ class GpuPerfSession:
         return self._copy_bandwidth
 
     # -- results --------------------------------------------------------------------
-    def collect(self, record: dict[str, Any]) -> None:
+    def collect(self, record: Record) -> None:
         self.records.append(record)
 
     def write_baselines(self) -> list[Any]:
@@ -221,7 +222,7 @@ class GpuPerfSession:
         grouped: dict[tuple[str, str], dict[str, Entry]] = {}
         devices: dict[str, dict[str, Any]] = {}
         for r in self.records:
-            if r.get("kind") != "measurement":
+            if r["kind"] != "measurement":
                 continue
             if r["verdict"] == "contended":
                 self.not_recorded.append(f"{r['key']}: contended (other processes used the GPU)")

@@ -65,6 +65,7 @@ from pytest_gpuperf.compile.kernel_report import (
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_gpuperf.records import StaticRecord
     from pytest_gpuperf.session import GpuPerfSession
 
 # The tier's public names live in the modules that own them; they are re-exported here, where
@@ -142,7 +143,7 @@ def check_facts(result: StaticResult, facts: Mapping[str, Sequence[str]]) -> lis
 
 @dataclasses.dataclass
 class Judgement:
-    record: dict[str, Any]
+    record: StaticRecord  # its "test" is filled in by GpuStatic.check
     failures: list[str]
     missing_note: str | None
 
@@ -235,8 +236,9 @@ def judge(
         verdict = "measured"  # no budget to judge against: recorded in the report only
     else:
         verdict = "pass"
-    record = {
+    record: StaticRecord = {
         "kind": "static",
+        "test": "",
         "module": result.module,
         "arch": result.arch,
         "toolchain": result.toolchain,
@@ -330,7 +332,8 @@ class GpuStatic:
         budgets = self.store.lookup(module.budget_file, module.name, arch)
         update = self.settings.update_baselines
         verdict = judge(result, module, budgets, path, update=update)
-        record = verdict.record | {"test": self._item.nodeid}
+        record = verdict.record
+        record["test"] = self._item.nodeid
         if update:
             changes = self.store.update(
                 module.budget_file,
