@@ -1,10 +1,11 @@
 """The cluster_reduce family: variants, the perf grid, speedup margins and sources."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+from kernels.contract import KernelFamily
 from pytest_gpuperf.compile.cuda_module import CudaModule
 from pytest_gpuperf.margins import MarginsFile
 
@@ -224,3 +225,13 @@ def call_bytes(n_elements: int) -> int:
 def call_flops(n_elements: int) -> int:
     """One fp16 add per output element (the ReLU compare is not counted)."""
     return n_elements
+
+
+FAMILY = KernelFamily(
+    name="cluster_reduce",
+    directory=SOURCE.parent,
+    sources=SOURCES,
+    cuda_modules=CUDA_MODULES,
+    margins=MARGINS,
+    perf_grid={case.id: case for case in PERF_CASES},
+)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernels.contract import KernelFamily
 from pytest_gpuperf.margins import MarginsFile
 
 SOURCES = (Path(__file__).with_name("megakernel.cu"), Path(__file__).with_name("grid_sync_cost.cu"))
@@ -138,14 +139,7 @@ def shortfall_is_strict(arch: str, device_name: str, target: str, position: int)
 
 def target_shortfall(arch: str, device_name: str, target: str, position: int | None = None) -> str | None:
     """The documented shortfall of ``target`` on this GPU model (at ``position``), or None."""
-    by_model = TARGET_SHORTFALLS.get(arch, {}).get(target, {})
-    entry = by_model.get(device_name, by_model.get("*"))
-    if entry is None:
-        return None
-    positions, what = entry
-    if positions is not None and position is not None and position not in positions:
-        return None
-    return what
+    return FAMILY.target_shortfall(arch, device_name, target, position)
 
 
 ISSUE_TARGETS = {"roofline_fraction": 0.5, "speedup_vs_hf": 8.0}
@@ -242,4 +236,15 @@ CUDA_MODULES: tuple[CudaModule, ...] = (
         archs=("sm_80", "sm_90"),
         group="megakernel",
     ),
+)
+
+
+FAMILY = KernelFamily(
+    name="megakernel",
+    directory=SOURCES[0].parent,
+    sources=SOURCES,
+    cuda_modules=CUDA_MODULES,
+    margins=MARGINS,
+    perf_grid={str(position): position for position in PERF_POSITIONS},
+    target_shortfalls=TARGET_SHORTFALLS,
 )

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kernels.contract import KernelFamily
 from pytest_gpuperf.compile.cuda_module import CudaModule
 from pytest_gpuperf.margins import MarginsFile
 
@@ -111,7 +112,7 @@ COMPARISONS: dict[str, tuple[PerfCase, ...]] = {
 MARGINS = MarginsFile.read(Path(__file__).with_name("margins.json"))
 SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = MARGINS.table()
 # Comparisons deliberately left ungated on an architecture that has a table, with the reason.
-UNGATED_REASONS: dict[str, dict[str, str]] = MARGINS.ungated()
+UNGATED: dict[str, dict[str, str]] = MARGINS.ungated()
 
 # The target for the vectorized variant on DRAM-sized shapes: achieved bandwidth (bytes_moved
 # over the median time) at least this fraction of the device's measured copy bandwidth. It is an
@@ -203,4 +204,14 @@ CUDA_MODULES: tuple[CudaModule, ...] = (
         # The vectorized kernel's whole gain: one 16-byte load per input pack, one 16-byte store.
         sass_facts={"merge_attn_states_vectorized<": (r"\bLDG\.E\.128\b", r"\bSTG\.E\.128\b")},
     ),
+)
+
+
+FAMILY = KernelFamily(
+    name="merge_attn_states",
+    directory=SOURCES[0].parent,
+    sources=SOURCES,
+    cuda_modules=CUDA_MODULES,
+    margins=MARGINS,
+    perf_grid={case.id: case for case in PERF_CASES},
 )

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernels.contract import KernelFamily
 from kernels.qkv.launch import COMPILE_OPTIONS, NAME_EXPRESSIONS, VARIANTS, LaunchConfig
 from kernels.qkv.reference import QkvShape
 from pytest_gpuperf.compile.cuda_module import CudaModule
@@ -10,7 +11,7 @@ from pytest_gpuperf.margins import MarginsFile
 
 __all__ = [
     "VARIANTS", "LAYERS", "SOURCES", "CUDA_MODULES", "GATES", "MARGINS", "SPEEDUP_MARGINS", "BEST_CONFIGS", "best_config",
-    "gate_key", "margin",
+    "gate_key", "margin", "FAMILY",
 ]
 
 SOURCES = (Path(__file__).with_name("qkv.cu"),)
@@ -111,4 +112,14 @@ CUDA_MODULES: tuple[CudaModule, ...] = (
             "qkv_strip": (r"\bSTG\.E\.128\b",),
         },
     ),
+)
+
+
+FAMILY = KernelFamily(
+    name="qkv",
+    directory=SOURCES[0].parent,
+    sources=SOURCES,
+    cuda_modules=CUDA_MODULES,
+    margins=MARGINS,
+    perf_grid=LAYERS,
 )

@@ -5,11 +5,9 @@ kept in evidence/; the family README's margins table is the file's, as ``gpuperf
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -59,16 +57,6 @@ def _margins(family: str) -> MarginsFile:
     return MarginsFile.read(ROOT / "kernels" / family / "margins.json")
 
 
-@pytest.fixture(scope="module")
-def perf_node_ids() -> set[str]:
-    """The node ids collected from every family's perf tests (collection needs no GPU)."""
-    paths = [f"tests/{family}/test_perf.py" for family in FAMILIES]
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           "-o", "addopts=", *paths], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {line for line in proc.stdout.splitlines() if "::" in line}
-
-
 def test_every_family_has_a_margins_file() -> None:
     assert FAMILIES == sorted(GATED_TESTS) == sorted(p.parent.name for p in (ROOT / "kernels").glob("*/family.py"))
 
@@ -85,9 +73,9 @@ def test_each_margin_follows_the_rule_from_the_evidence_it_records(family: str) 
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_every_gated_comparison_has_an_entry_naming_its_test(family: str, perf_node_ids: set[str]) -> None:
+def test_every_gated_comparison_has_an_entry_naming_its_test(family: str, family_node_ids: set[str]) -> None:
     module = f"tests/{family}/test_perf.py"
-    gated = {n for n in perf_node_ids if n.startswith(module + "::")
+    gated = {n for n in family_node_ids if n.startswith(module + "::")
              and n.partition("::")[2].partition("[")[0] in GATED_TESTS[family]}
     margins = _margins(family)
     for arch, table in margins.entries.items():
@@ -96,7 +84,7 @@ def test_every_gated_comparison_has_an_entry_naming_its_test(family: str, perf_n
         for key, e in comparisons.items():
             assert e.test == f"{module}::{TEST_OF_KEY[family](key)}", key
         for e in table.values():
-            assert e.test in perf_node_ids, e.key
+            assert e.test in family_node_ids, e.key
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -9,8 +9,8 @@ import pytest
 
 from kernels.gemm_schedules.family import (
     CUBLAS_FRACTION_REQUIRED,
-    CUBLAS_SHORTFALLS,
     CUBLAS_WIN_REPORT_THRESHOLD,
+    FAMILY,
     FASTER_SCHEDULE,
     PERF_SHAPES,
     SPEEDUP_MARGINS,
@@ -94,10 +94,10 @@ def test_faster_schedule_vs_cublas_at_8192(gpu_perf: GpuPerf, load_gemm: Callabl
     """Issue 4: the faster schedule reaches at least 95% of cuBLAS at 8192^3 (interleaved with cuBLAS).
     Which schedule is faster is a measurement (family.FASTER_SCHEDULE), so only that one is timed;
     test_pingpong_vs_cooperative[square8192] records the ordering on every run. On a GPU model listed
-    in family.CUBLAS_SHORTFALLS the ratio is measured and recorded ungated, and a run that does not
+    in family.TARGET_SHORTFALLS the ratio is measured and recorded ungated, and a run that does not
     show the requirement met is an xfail; baseline regressions and escaped work still fail it."""
     arch = gpu_perf.device.arch
-    shortfall = CUBLAS_SHORTFALLS.get(arch, {}).get(gpu_perf.device.name)
+    shortfall = FAMILY.target_shortfall(arch, gpu_perf.device.name, "cublas_fraction")
     required = CUBLAS_FRACTION_REQUIRED.get(arch, {}).get("square8192")
     best = FASTER_SCHEDULE.get(arch, {}).get("square8192", "cooperative")
     v = make_variants("square8192", load_gemm, (best, "cublas"), seed=1)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from kernels.qkv.accuracy import assert_fp32_accumulation
-from kernels.qkv.family import BEST_CONFIGS, GATES, LAYERS, MARGINS, SPEEDUP_MARGINS, best_config, gate_key, margin
+from kernels.qkv.family import BEST_CONFIGS, GATES, LAYERS, SPEEDUP_MARGINS, best_config, gate_key, margin
 from kernels.qkv.launch import (
     NAME_EXPRESSIONS,
     STRIP_VARIANTS,
@@ -113,18 +113,6 @@ def test_every_gate_has_a_margin_entry_and_nothing_else() -> None:
     for arch, margins in SPEEDUP_MARGINS.items():
         assert set(margins) == {gate_key(*g) for g in GATES}, arch
         assert all(m is None or m > 1.0 for m in margins.values()), arch
-
-
-def test_every_sm90_gate_is_gated_unless_documented() -> None:
-    """A gate without an sm90 margin needs a reason in margins.json (README documents each)."""
-    ungated = MARGINS.ungated().get("sm90", {})
-    assert set(ungated) <= {gate_key(*g) for g in GATES}
-    for gate in GATES:
-        key = gate_key(*gate)
-        if key in ungated:
-            assert margin("sm90", key) is None and ungated[key].strip(), key
-        else:
-            assert margin("sm90", key) is not None, f"{key}: no sm90 margin and no documented reason"
 
 
 def test_best_configs_name_real_variants_and_launchable_blocks() -> None:
