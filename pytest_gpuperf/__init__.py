@@ -10,22 +10,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf.errors import BaselineFileError, GateFailure, GpuPerfError, GpuPerfUsageError
+from pytest_gpuperf.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from pytest_gpuperf.compile.static import GpuStatic
     from pytest_gpuperf.counters import GpuCounters
     from pytest_gpuperf.fixture import GpuPerf
-    from pytest_gpuperf.gates import Verdict
+    from pytest_gpuperf.gates.verdict import Verdict
     from pytest_gpuperf.results import Comparison, Measurement, Variant
     from pytest_gpuperf.timing.streams import TimingStream
 
-__version__ = "0.1.0"
 
 _LAZY = {
     "Variant": "pytest_gpuperf.results",
     "Measurement": "pytest_gpuperf.results",
     "Comparison": "pytest_gpuperf.results",
-    "Verdict": "pytest_gpuperf.gates",
+    "Verdict": "pytest_gpuperf.gates.verdict",
     "GpuPerf": "pytest_gpuperf.fixture",
     "GpuCounters": "pytest_gpuperf.counters",
     "GpuStatic": "pytest_gpuperf.compile.static",

@@ -36,8 +36,8 @@ from types import ModuleType
 from typing import Any
 
 from pytest_gpuperf.errors import GpuPerfUsageError
-from pytest_gpuperf.files import private_dir
 from pytest_gpuperf.results import Variant
+from pytest_gpuperf.store.files import private_dir
 
 
 @dataclass

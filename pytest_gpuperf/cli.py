@@ -24,10 +24,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pytest_gpuperf.baseline_diff import Thresholds, device_changes, diff_baselines, format_diff
-from pytest_gpuperf.baselines import BaselineFile, BaselineStore
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
-from pytest_gpuperf.layout import (
+from pytest_gpuperf.options import BY_NAME
+from pytest_gpuperf.report.baseline_diff import Thresholds, device_changes, diff_baselines, format_diff
+from pytest_gpuperf.report.render import format_report
+from pytest_gpuperf.report.summary import _table
+from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore
+from pytest_gpuperf.store.layout import (
     DEFAULT_DIR,
     baseline_paths,
     is_device_folder,
@@ -36,11 +39,8 @@ from pytest_gpuperf.layout import (
     other_kind,
     require_folder,
 )
-from pytest_gpuperf.options import BY_NAME
-from pytest_gpuperf.prune import collect_node_ids, read_node_ids, stale_entries
-from pytest_gpuperf.report import _table
-from pytest_gpuperf.report_file import ReportFileError, load_report
-from pytest_gpuperf.report_render import format_report
+from pytest_gpuperf.store.prune import collect_node_ids, read_node_ids, stale_entries
+from pytest_gpuperf.store.reports import ReportFileError, load_report
 
 PROG = "gpuperf"
 
@@ -55,7 +55,7 @@ def version() -> str:
     try:
         return dist_version("pytest-gpuperf")
     except PackageNotFoundError:
-        from pytest_gpuperf import __version__
+        from pytest_gpuperf.version import __version__
 
         return __version__
 
@@ -164,7 +164,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.check import check_folder
+    from pytest_gpuperf.store.check import check_folder
 
     root = Path(args.dir)
     result = check_folder(root)
@@ -244,7 +244,7 @@ def _cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.report_render import cut
+    from pytest_gpuperf.report.render import cut
 
     text = format_report(load_report(Path(args.file)), markdown=not args.text, failures_first=args.failures_first)
     sys.stdout.write(cut(text, args.max_chars, "the workflow run's artifacts") if args.max_chars else text)
@@ -252,8 +252,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.export import export
-    from pytest_gpuperf.files import atomic_write_text
+    from pytest_gpuperf.report.export import export
+    from pytest_gpuperf.store.files import atomic_write_text
 
     text = export(load_report(Path(args.file)), args.format)
     if args.output in (None, "-"):
@@ -264,7 +264,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.migrate import files_under, migrate_file
+    from pytest_gpuperf.store.migrate import files_under, migrate_file
 
     outcomes = [migrate_file(path, dry_run=args.dry_run) for path in files_under([Path(p) for p in args.paths])]
     for outcome in outcomes:
@@ -288,7 +288,7 @@ def _positive_chars(text: str) -> int:
 
 
 def _cmd_margins(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.margins import UsageError, command
+    from pytest_gpuperf.store.margins import UsageError, command
 
     try:
         text, status = command(
@@ -419,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=_cmd_report)
 
-    from pytest_gpuperf.export import FORMATS
+    from pytest_gpuperf.report.export import FORMATS
 
     p = sub.add_parser(
         "export",

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.baselines import Entry
-from pytest_gpuperf.gates import Verdict, regression_threshold, regression_verdict
+from pytest_gpuperf.gates.stats import Estimate, Interval, estimate_from_interval
+from pytest_gpuperf.gates.verdict import Verdict, regression_threshold, regression_verdict
 from pytest_gpuperf.results import Comparison, Measurement
-from pytest_gpuperf.stats import Estimate, Interval, estimate_from_interval
+from pytest_gpuperf.store.baselines import Entry
 
 
 @dataclass(frozen=True)

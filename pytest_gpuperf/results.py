@@ -1,4 +1,5 @@
-"""What a user passes in (``Variant``) and gets back (``Measurement``, ``Comparison``)."""
+"""Value types: what a user passes in (``Variant``), what comes back (``Measurement``, ``Comparison``,
+``Calibration``), and the GPU state recorded with them (``ClockState``, ``Health``, other processes)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,135 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.gates import Verdict
+from pytest_gpuperf.gates.stats import Estimate, Interval, LevelShift
+from pytest_gpuperf.gates.verdict import Verdict
 from pytest_gpuperf.options import CacheMode
-from pytest_gpuperf.stats import Estimate, Interval, LevelShift
-from pytest_gpuperf.timing.nvml import THROTTLE_REASONS, ClockState
 
-__all__ = ["CacheMode", "Variant", "Calibration", "Measurement", "Comparison", "ClockState", "THROTTLE_REASONS"]
+__all__ = [
+    "CacheMode",
+    "Variant",
+    "Calibration",
+    "Measurement",
+    "Comparison",
+    "ClockState",
+    "THROTTLE_REASONS",
+    "OtherProcess",
+    "OtherActivity",
+    "Health",
+]
 
 if TYPE_CHECKING:
     from pytest_gpuperf.records import ComparisonSummary, MeasurementSummary
-    from pytest_gpuperf.timing.health import Health
+
+
+# -- the GPU's state while it was measured (NVML; timing/nvml.py and timing/health.py read it) --
+@dataclass(frozen=True)
+class ClockState:
+    """Clock and throttle state of the GPU at one instant (from NVML)."""
+
+    sm_clock_mhz: int = 0
+    mem_clock_mhz: int = 0
+    reasons: tuple[str, ...] = ()
+    temperature_c: int = 0
+
+    @property
+    def throttled(self) -> bool:
+        """True when a reason that slows the GPU below its application clocks is active."""
+        return bool(set(self.reasons) & THROTTLE_REASONS)
+
+
+# Clock-event reasons that make a timing untrustworthy. The software power cap is normal
+# under sustained load and is recorded but not treated as throttling.
+THROTTLE_REASONS = frozenset({"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake"})
+
+
+# A process whose SM utilization reaches this share of a sample period is using the GPU.
+BUSY_SM_PERCENT = 5
+
+
+@dataclass(frozen=True)
+class OtherProcess:
+    """Another process with a context on the GPU under test."""
+
+    pid: int
+    name: str
+    sm_percent: int | None  # highest SM utilization sampled in the window; None when NVML gives none
+
+    def describe(self) -> str:
+        util = f", {self.sm_percent}% SM" if self.sm_percent is not None else ""
+        return f"pid {self.pid} ({self.name}{util})"
+
+
+@dataclass(frozen=True)
+class OtherActivity:
+    """Other processes on the GPU during a window, and which of them used its SMs."""
+
+    present: tuple[OtherProcess, ...] = ()
+    self_found: bool = True  # this process appeared in NVML's list (PIDs share a namespace)
+    mig: bool = False  # the GPU is partitioned (MIG): other instances' work is not listed
+
+    @property
+    def busy(self) -> tuple[OtherProcess, ...]:
+        return tuple(p for p in self.present if p.sm_percent is not None and p.sm_percent >= BUSY_SM_PERCENT)
+
+    def describe_busy(self) -> str:
+        return "; ".join(p.describe() for p in self.busy)
+
+
+@dataclass(frozen=True)
+class Health:
+    """What is known of the GPU's state during one measurement."""
+
+    unknown_reason: str | None = None  # why clocks, throttling and other processes are unknown
+    contended_by: tuple[OtherProcess, ...] = ()
+    unattributed: tuple[OtherProcess, ...] = ()  # present, but NVML cannot tell them from this process
+    waited_s: float = 0.0
+    mig: bool = False
+
+    @property
+    def contended(self) -> bool:
+        return bool(self.contended_by)
+
+    def describe_contention(self) -> str:
+        return "; ".join(p.describe() for p in self.contended_by)
+
+    def contention_note(self) -> str | None:
+        if not self.contended_by:
+            return None
+        return (
+            f"contended: other processes used this GPU while it was measured: {self.describe_contention()}. "
+            "The time is not judged against baselines and is never stored as one."
+        )
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.unknown_reason:
+            out.append(f"clocks and throttling unknown: {self.unknown_reason}")
+        contention = self.contention_note()
+        if contention:
+            out.append(contention)
+        if self.unattributed:
+            out.append(
+                "other processes hold this GPU, and NVML reports PIDs from another namespace, so their use "
+                "of it cannot be told from this process's: " + "; ".join(p.describe() for p in self.unattributed)
+            )
+        if self.waited_s:
+            out.append(f"waited {self.waited_s:.0f} s for other processes to leave the GPU")
+        if self.mig:
+            out.append(
+                "the GPU is in MIG mode: work in other MIG instances shares its memory bandwidth and is not detected"
+            )
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "state": "unknown" if self.unknown_reason else ("contended" if self.contended else "ok"),
+            "unknown_reason": self.unknown_reason,
+            "contended_by": [{"pid": p.pid, "name": p.name, "sm_percent": p.sm_percent} for p in self.contended_by],
+            "unattributed": [{"pid": p.pid, "name": p.name} for p in self.unattributed],
+            "waited_s": self.waited_s,
+            "mig": self.mig,
+        }
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from pytest_gpuperf.device import DeviceInfo, NoDevice
 from pytest_gpuperf.options import Settings
 
 if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
-    from pytest_gpuperf.baselines import BaselineStore, Change
     from pytest_gpuperf.live_status import LiveStatus
     from pytest_gpuperf.records import Record
+    from pytest_gpuperf.store.baselines import BaselineStore, Change
     from pytest_gpuperf.timing.backend import TimingBackend
     from pytest_gpuperf.timing.health import HealthGuard
     from pytest_gpuperf.timing.sampler import OnRounds, SamplingPolicy
@@ -78,7 +78,7 @@ class GpuPerfSession:
 
     @cached_property
     def store(self) -> BaselineStore:
-        from pytest_gpuperf.baselines import BaselineStore
+        from pytest_gpuperf.store.baselines import BaselineStore
 
         return BaselineStore(self.settings.baselines_dir)
 
@@ -134,7 +134,7 @@ class GpuPerfSession:
         than GPU_LOCK_TIMEOUT_S raises LockTimeoutError naming the lock file and its holder."""
         device = self.device
         ident = (device.uuid or device.pci_bus_id or str(device.ordinal)) if isinstance(device, DeviceInfo) else "none"
-        from pytest_gpuperf.locks import hold
+        from pytest_gpuperf.store.locks import hold
 
         with hold(gpu_lock_path(ident), timeout_s=GPU_LOCK_TIMEOUT_S, purpose=f"timing on GPU {ident}"):
             yield
@@ -216,8 +216,8 @@ class GpuPerfSession:
 
         Each file is written on its own; returns one ``outputs.Outcome`` per file.
         """
-        from pytest_gpuperf.baselines import Entry
-        from pytest_gpuperf.outputs import attempt
+        from pytest_gpuperf.report.outputs import attempt
+        from pytest_gpuperf.store.baselines import Entry
 
         grouped: dict[tuple[str, str], dict[str, Entry]] = {}
         devices: dict[str, dict[str, Any]] = {}
@@ -234,7 +234,7 @@ class GpuPerfSession:
                 continue
             devices[r["device"]["key"]] = r["device"]
             grouped.setdefault((r["device"]["key"], r["module"]), {})[r["key"]] = entry
-        from pytest_gpuperf.provenance import provenance
+        from pytest_gpuperf.report.provenance import provenance
 
         source = provenance(self.config.rootpath)
         outcomes = []

@@ -15,12 +15,11 @@ from typing import Any
 import numpy as np
 
 from pytest_gpuperf.device import GIB, DeviceInfo
-from pytest_gpuperf.results import CacheMode, ClockState, Variant
+from pytest_gpuperf.results import CacheMode, ClockState, OtherActivity, OtherProcess, Variant
 from pytest_gpuperf.testing import noise as noise_models
 from pytest_gpuperf.timing import streams
 from pytest_gpuperf.timing.backend import Prepared
 from pytest_gpuperf.timing.cupy_backend import check_captured_work
-from pytest_gpuperf.timing.nvml import OtherActivity, OtherProcess
 
 __all__ = ["FakeBackend", "fake_device"]
 

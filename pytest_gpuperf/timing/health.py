@@ -11,10 +11,10 @@ unknown, which every result states; ``--gpu-perf-require-health`` makes that an 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.timing.nvml import OtherActivity, OtherProcess
+from pytest_gpuperf.results import Health, OtherActivity
 
 POLL_S = 1.0  # between looks at a busy GPU
 # NVML's per-process utilization samples arrive about once a second, so a look at the GPU spans
@@ -32,62 +32,6 @@ class HealthSource(Protocol):
     def health_unknown_reason(self) -> str | None: ...
 
     def other_activity(self, since: float) -> OtherActivity | None: ...
-
-
-@dataclass(frozen=True)
-class Health:
-    """What is known of the GPU's state during one measurement."""
-
-    unknown_reason: str | None = None  # why clocks, throttling and other processes are unknown
-    contended_by: tuple[OtherProcess, ...] = ()
-    unattributed: tuple[OtherProcess, ...] = ()  # present, but NVML cannot tell them from this process
-    waited_s: float = 0.0
-    mig: bool = False
-
-    @property
-    def contended(self) -> bool:
-        return bool(self.contended_by)
-
-    def describe_contention(self) -> str:
-        return "; ".join(p.describe() for p in self.contended_by)
-
-    def contention_note(self) -> str | None:
-        if not self.contended_by:
-            return None
-        return (
-            f"contended: other processes used this GPU while it was measured: {self.describe_contention()}. "
-            "The time is not judged against baselines and is never stored as one."
-        )
-
-    def notes(self) -> list[str]:
-        out = []
-        if self.unknown_reason:
-            out.append(f"clocks and throttling unknown: {self.unknown_reason}")
-        contention = self.contention_note()
-        if contention:
-            out.append(contention)
-        if self.unattributed:
-            out.append(
-                "other processes hold this GPU, and NVML reports PIDs from another namespace, so their use "
-                "of it cannot be told from this process's: " + "; ".join(p.describe() for p in self.unattributed)
-            )
-        if self.waited_s:
-            out.append(f"waited {self.waited_s:.0f} s for other processes to leave the GPU")
-        if self.mig:
-            out.append(
-                "the GPU is in MIG mode: work in other MIG instances shares its memory bandwidth and is not detected"
-            )
-        return out
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "state": "unknown" if self.unknown_reason else ("contended" if self.contended else "ok"),
-            "unknown_reason": self.unknown_reason,
-            "contended_by": [{"pid": p.pid, "name": p.name, "sm_percent": p.sm_percent} for p in self.contended_by],
-            "unattributed": [{"pid": p.pid, "name": p.name} for p in self.unattributed],
-            "waited_s": self.waited_s,
-            "mig": self.mig,
-        }
 
 
 @dataclass

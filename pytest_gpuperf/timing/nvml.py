@@ -18,27 +18,7 @@ from typing import Any
 
 from pytest_gpuperf.device import DeviceInfo, NoDevice
 from pytest_gpuperf.device import probe as device_probe
-
-
-@dataclasses.dataclass(frozen=True)
-class ClockState:
-    """Clock and throttle state of the GPU at one instant (from NVML)."""
-
-    sm_clock_mhz: int = 0
-    mem_clock_mhz: int = 0
-    reasons: tuple[str, ...] = ()
-    temperature_c: int = 0
-
-    @property
-    def throttled(self) -> bool:
-        """True when a reason that slows the GPU below its application clocks is active."""
-        return bool(set(self.reasons) & THROTTLE_REASONS)
-
-
-# Clock-event reasons that make a timing untrustworthy. The software power cap is normal
-# under sustained load and is recorded but not treated as throttling.
-THROTTLE_REASONS = frozenset({"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake"})
-
+from pytest_gpuperf.results import ClockState, OtherActivity, OtherProcess
 
 # NVML clock-event reason bits (nvml.h: nvmlClocksEventReason*).
 _REASON_BITS = {
@@ -56,39 +36,6 @@ _REASON_BITS = {
 
 def decode_reasons(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in _REASON_BITS.items() if mask & bit)
-
-
-# A process whose SM utilization reaches this share of a sample period is using the GPU.
-BUSY_SM_PERCENT = 5
-
-
-@dataclasses.dataclass(frozen=True)
-class OtherProcess:
-    """Another process with a context on the GPU under test."""
-
-    pid: int
-    name: str
-    sm_percent: int | None  # highest SM utilization sampled in the window; None when NVML gives none
-
-    def describe(self) -> str:
-        util = f", {self.sm_percent}% SM" if self.sm_percent is not None else ""
-        return f"pid {self.pid} ({self.name}{util})"
-
-
-@dataclasses.dataclass(frozen=True)
-class OtherActivity:
-    """Other processes on the GPU during a window, and which of them used its SMs."""
-
-    present: tuple[OtherProcess, ...] = ()
-    self_found: bool = True  # this process appeared in NVML's list (PIDs share a namespace)
-    mig: bool = False  # the GPU is partitioned (MIG): other instances' work is not listed
-
-    @property
-    def busy(self) -> tuple[OtherProcess, ...]:
-        return tuple(p for p in self.present if p.sm_percent is not None and p.sm_percent >= BUSY_SM_PERCENT)
-
-    def describe_busy(self) -> str:
-        return "; ".join(p.describe() for p in self.busy)
 
 
 def _handle(pci_bus_id: str) -> tuple[Any | None, str | None]:

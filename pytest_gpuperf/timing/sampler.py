@@ -26,9 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pytest_gpuperf.errors import GpuContended, GpuPerfError, InvalidSample
-from pytest_gpuperf.gates import Verdict, speedup_verdict
-from pytest_gpuperf.results import CacheMode, Calibration, ClockState, Comparison, Measurement, Variant
-from pytest_gpuperf.stats import (
+from pytest_gpuperf.gates.stats import (
     Estimate,
     Interval,
     LevelShift,
@@ -38,8 +36,10 @@ from pytest_gpuperf.stats import (
     median_ci,
     relative_spread,
 )
+from pytest_gpuperf.gates.verdict import Verdict, speedup_verdict
+from pytest_gpuperf.results import CacheMode, Calibration, ClockState, Comparison, Health, Measurement, Variant
 from pytest_gpuperf.timing.backend import Prepared, TimingBackend
-from pytest_gpuperf.timing.health import Health, HealthGuard
+from pytest_gpuperf.timing.health import HealthGuard
 
 MAX_KEPT_CLOCK_STATES = 6
 # No launch that does GPU work takes less: an empty kernel replayed from a CUDA graph takes

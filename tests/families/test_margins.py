@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.margins import FIGURE_RULE, RULE, MarginsFile, command
+from pytest_gpuperf.store.margins import FIGURE_RULE, RULE, MarginsFile, command
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = sorted(p.parent.name for p in (ROOT / "kernels").glob("*/margins.json"))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from pytest_gpuperf import Variant, Verdict
-from pytest_gpuperf.baselines import Entry
+from pytest_gpuperf.store.baselines import Entry
 from pytest_gpuperf.options import BY_NAME
 from pytest_gpuperf.regression import check_regression
 from pytest_gpuperf.testing import FakeBackend, noise

@@ -12,7 +12,8 @@ from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.timing import graphs, streams
 from pytest_gpuperf.timing.audit import StreamTrace, split_by_stream
 from pytest_gpuperf.timing.cupy_backend import capture_escape, check_captured_work
-from pytest_gpuperf.timing.nvml import OtherProcess, activity_of
+from pytest_gpuperf.results import OtherProcess
+from pytest_gpuperf.timing.nvml import activity_of
 
 
 class FakeTorch(types.ModuleType):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf import Variant, Verdict
-from pytest_gpuperf.report import format_comparison_failure
-from pytest_gpuperf.stats import level_shift
+from pytest_gpuperf.report.summary import format_comparison_failure
+from pytest_gpuperf.gates.stats import level_shift
 from pytest_gpuperf.testing import FakeBackend, noise
 from pytest_gpuperf.timing import SamplingPolicy, compare
 

@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf import plots
-from pytest_gpuperf.report_file import load_report
-from pytest_gpuperf.plots import PlotsUnavailable, family_of, write_plots
+from pytest_gpuperf.report import plots
+from pytest_gpuperf.store.reports import load_report
+from pytest_gpuperf.report.plots import PlotsUnavailable, family_of, write_plots
 
 pytest.importorskip("matplotlib")
 # The same for matplotlib's modules the charts use: first imported inside an in-process pytester
@@ -148,7 +148,7 @@ def test_committed_h200_report(real_plots: list[Path]) -> None:
 
 
 def test_command_line_reads_an_archived_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``python -m pytest_gpuperf.plots`` draws a gzipped report; a missing one is a message."""
+    """``python -m pytest_gpuperf.report.plots`` draws a gzipped report; a missing one is a message."""
     assert plots.main([str(REAL_REPORT), str(tmp_path / "plots")]) == 0
     printed = capsys.readouterr().out.split()
     assert [Path(line).name for line in printed][-1] == "index.html" and len(printed) == 6

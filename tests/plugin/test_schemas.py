@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.schemas import KINDS, load_schema, schema_errors
+from pytest_gpuperf.store.schemas import KINDS, load_schema, schema_errors
 
 jsonschema = pytest.importorskip("jsonschema", reason="the test extra installs jsonschema")
 
@@ -34,8 +34,8 @@ def test_each_schema_is_a_valid_draft_2020_12_schema(kind: str) -> None:
 def test_the_schemas_ship_in_the_package() -> None:
     tomllib = pytest.importorskip("tomllib")
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "*.schema.json" in data["pytest_gpuperf.schemas"]
-    assert sorted(p.name for p in (ROOT / "pytest_gpuperf" / "schemas").glob("*.schema.json")) == sorted(
+    assert "*.schema.json" in data["pytest_gpuperf.store.schemas"]
+    assert sorted(p.name for p in (ROOT / "pytest_gpuperf" / "store" / "schemas").glob("*.schema.json")) == sorted(
         f"{k}.schema.json" for k in KINDS
     )
 

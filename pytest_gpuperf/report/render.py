@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 from pytest_gpuperf.records import ComparisonRecord, MeasurementRecord, Record
-from pytest_gpuperf.report import _table, fmt_time, summary_rows
+from pytest_gpuperf.report.summary import _table, fmt_time, summary_rows
 
 
 def _md(text: str) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 
-from pytest_gpuperf.stats import Interval
+from pytest_gpuperf.gates.stats import Interval
 
 
 class Verdict(str, enum.Enum):

@@ -10,9 +10,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.compile.private_dir import cache_folder
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.jsonio import finite_payload, json_type, parse_text, read_json
+from pytest_gpuperf.store.jsonio import finite_payload, json_type, parse_text, read_json
+from pytest_gpuperf.store.private_dir import cache_folder
 
 NOTES_FIELD = "notes"
 
@@ -85,7 +85,7 @@ def _create_beside(path: Path) -> tuple[int, Path]:
 def private_dir(name: str) -> Path:
     """A folder of this user's only under the per-user cache root, for things the plugin later
     loads or runs: ``<cache root>/<name>``, created with mode 0700 and checked, as the build
-    caches are (see :func:`pytest_gpuperf.compile.private_dir.cache_folder`)."""
+    caches are (see :func:`pytest_gpuperf.store.private_dir.cache_folder`)."""
     return cache_folder(name)
 
 

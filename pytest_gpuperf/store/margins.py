@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.jsonio import finite_number, read_json, shown
+from pytest_gpuperf.store.jsonio import finite_number, read_json, shown
 
 SCHEMA = "pytest-gpuperf/margins/1"
 KIND = "margins file"
@@ -192,7 +192,7 @@ class MarginsFile:
         return _dumps(self.to_json()) + "\n"
 
     def write(self) -> None:
-        from pytest_gpuperf.files import atomic_write_text
+        from pytest_gpuperf.store.files import atomic_write_text
 
         atomic_write_text(self.path, self.dumps())
 
@@ -625,7 +625,7 @@ def command(
     markdown: bool = False,
 ) -> tuple[str, int]:
     """``gpuperf margins``: the output and the exit status (see ``cli.build_parser``)."""
-    from pytest_gpuperf.report_file import load_report
+    from pytest_gpuperf.store.reports import load_report
 
     if file is None and (write or reset or only):
         raise UsageError("--write, --reset and --only update a margins file: name it with --file")

@@ -4,7 +4,7 @@ Every file pytest-gpuperf writes names its kind and version (``"schema": "pytest
 The version this pytest-gpuperf writes is the one of its writer (``CURRENT``). ``MIGRATIONS[kind][n]``
 turns a version ``n`` document into a version ``n + 1`` one, so a document of any older version is
 brought up to date by applying the steps in order (:func:`migrate_document`); ``gpuperf migrate``
-(:mod:`pytest_gpuperf.migrate`) does that to files in place.
+(:mod:`pytest_gpuperf.store.migrate`) does that to files in place.
 """
 
 from __future__ import annotations
@@ -12,13 +12,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pytest_gpuperf.baselines import SCHEMA as BASELINES_SCHEMA
-from pytest_gpuperf.compile.budgets import BUDGET_SCHEMA
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.jsonio import shown
-from pytest_gpuperf.report import REPORT_SCHEMA
+from pytest_gpuperf.store.baselines import SCHEMA as BASELINES_SCHEMA
+from pytest_gpuperf.store.budgets import BUDGET_SCHEMA
+from pytest_gpuperf.store.jsonio import shown
 
-__all__ = ["CURRENT", "MIGRATIONS", "PREFIX", "MigrationError", "migrate_document", "parse_schema", "readable"]
+REPORT_SCHEMA = "pytest-gpuperf/report/1"  # the JSON report (report/summary.py writes it, store/reports.py reads it)
+
+__all__ = [
+    "CURRENT",
+    "MIGRATIONS",
+    "PREFIX",
+    "REPORT_SCHEMA",
+    "MigrationError",
+    "migrate_document",
+    "parse_schema",
+    "readable",
+]
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 PREFIX = "pytest-gpuperf/"

@@ -1,7 +1,7 @@
 """Saved ``--gpu-perf-json`` reports read back: the file, its schema, and every field a reader uses.
 
 ``load_report`` is what ``gpuperf report``, ``gpuperf check`` and the charts
-(``python -m pytest_gpuperf.plots``) read reports through. It accepts a plain or gzipped file
+(``python -m pytest_gpuperf.report.plots``) read reports through. It accepts a plain or gzipped file
 (``read_json``: size-capped, binary refused), tells an unrelated JSON file from a report of
 another schema version, and type-checks each field that ``gpuperf report`` or the charts
 read, so a bad file is one line naming the file, the field and the value, never a traceback.
@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.baselines import schema_hint
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.jsonio import finite_number, json_type, read_json, shown
-from pytest_gpuperf.report import REPORT_SCHEMA
+from pytest_gpuperf.store.baselines import schema_hint
+from pytest_gpuperf.store.jsonio import finite_number, json_type, read_json, shown
+from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
 
 
 class ReportFileError(GpuPerfError):
@@ -62,7 +62,7 @@ def validate_report(data: Any, path: Path) -> dict[str, Any]:
 
 def _older(data: dict[str, Any], path: Path) -> str | None:
     """The advice for a report of an older version that ``gpuperf migrate`` brings up to date."""
-    from pytest_gpuperf.schema_versions import CURRENT, MigrationError, parse_schema, readable
+    from pytest_gpuperf.store.schema_versions import CURRENT, MigrationError, parse_schema, readable
 
     try:
         found = parse_schema(data)

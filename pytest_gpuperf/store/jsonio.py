@@ -61,7 +61,7 @@ def read_bytes(path: Path, kind: str, error: type[GpuPerfError], *, limit: int |
     except _TooLarge:
         raise error(
             f"{kind} {path} is larger than {limit // (1024 * 1024)} MiB{' decompressed' if packed else ''}; "
-            "it is not a file pytest-gpuperf wrote (raise pytest_gpuperf.jsonio.MAX_JSON_BYTES to read it anyway)"
+            "it is not a file pytest-gpuperf wrote (raise pytest_gpuperf.store.jsonio.MAX_JSON_BYTES to read it anyway)"
         ) from None
     except (OSError, EOFError, zlib.error) as exc:  # damaged gzip data is zlib.error or EOFError
         raise error(f"{kind} {path} cannot be read: {exc}") from None

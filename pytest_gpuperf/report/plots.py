@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pytest_gpuperf.report import fmt_time
+from pytest_gpuperf.report.summary import fmt_time
 
 DPI = 100
 WIDTH_IN = 12.0
@@ -1310,11 +1310,11 @@ def write_plots(report: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pytest_gpuperf.plots REPORT.json OUT_DIR``: charts of a saved JSON report (``.json.gz`` too)."""
+    """``python -m pytest_gpuperf.report.plots REPORT.json OUT_DIR``: charts of a saved JSON report (``.json.gz`` too)."""
     import argparse
     import sys
 
-    from pytest_gpuperf.report_file import ReportFileError, load_report
+    from pytest_gpuperf.store.reports import ReportFileError, load_report
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("report", type=Path)

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.baselines import BaselineFile, BaselineStore
-from pytest_gpuperf.compile.budgets import BUDGETS_FOLDER
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
-from pytest_gpuperf.jsonio import read_json
+from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore
+from pytest_gpuperf.store.budgets import BUDGETS_FOLDER
+from pytest_gpuperf.store.jsonio import read_json
 
 DEFAULT_DIR = "baselines"
 STORED_KINDS = ("baselines", "static-budgets")  # the kinds kept under a baselines folder

@@ -8,13 +8,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
+
 if TYPE_CHECKING:
-    from pytest_gpuperf.baselines import Change, Entry
     from pytest_gpuperf.records import ComparisonSummary, Record
     from pytest_gpuperf.regression import RegressionCheck
     from pytest_gpuperf.results import Comparison, Measurement
-
-REPORT_SCHEMA = "pytest-gpuperf/report/1"
+    from pytest_gpuperf.store.baselines import Change, Entry
 
 
 def fmt_time(seconds: float | None) -> str:

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
-from pytest_gpuperf.files import atomic_write_json, parse_json_object, read_json_object, symlinked_component
-from pytest_gpuperf.jsonio import finite_number, shown
-from pytest_gpuperf.locks import hold
-from pytest_gpuperf.stats import Estimate, Interval, estimate_from_interval
+from pytest_gpuperf.gates.stats import Estimate, Interval, estimate_from_interval
+from pytest_gpuperf.store.files import atomic_write_json, parse_json_object, read_json_object, symlinked_component
+from pytest_gpuperf.store.jsonio import finite_number, shown
+from pytest_gpuperf.store.locks import hold
 
 SCHEMA = "pytest-gpuperf/baselines/1"
 LOCK_TIMEOUT_S = 120.0

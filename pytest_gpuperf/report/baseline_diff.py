@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_gpuperf.baselines import BaselineFile, Entry
-from pytest_gpuperf.gates import Verdict, regression_threshold
+from pytest_gpuperf.gates.verdict import Verdict, regression_threshold
 from pytest_gpuperf.options import BY_NAME
-from pytest_gpuperf.report import fmt_time
+from pytest_gpuperf.report.summary import fmt_time
+from pytest_gpuperf.store.baselines import BaselineFile, Entry
 
 
 @dataclass(frozen=True)

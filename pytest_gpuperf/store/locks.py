@@ -20,7 +20,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from pytest_gpuperf.errors import GpuPerfError, LockTimeoutError, UnsafePathError
-from pytest_gpuperf.files import atomic_write_text
+from pytest_gpuperf.store.files import atomic_write_text
 
 __all__ = ["HOLDER_SUFFIX", "describe_holder", "hold"]
 
