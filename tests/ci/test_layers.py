@@ -1,0 +1,64 @@
+"""The package's layers (README.md: how the package is organised): a module imports only from its
+own folder or module and from layers below its own, so no import runs upward and none circles."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
+
+# Bottom to top; a top-level module or folder of pytest_gpuperf per name.
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"errors", "device", "records", "version", "gates", "numerics"}),
+    frozenset({"arch", "store"}),
+    frozenset({"options"}),
+    frozenset({"results", "strategies"}),
+    frozenset({"timing", "regression", "against"}),
+    frozenset({"testing"}),
+    frozenset({"report", "bench", "live_status", "hookspecs"}),
+    frozenset({"roofline", "cli"}),
+    frozenset({"session"}),
+    frozenset({"fixture", "counters", "compile", "run_hooks", "benchmark_interop"}),
+    frozenset({"plugin", "__init__"}),
+)
+RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+
+
+def unit_of(dotted: str) -> str:
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every pytest_gpuperf import in ``path``, lazy and TYPE_CHECKING ones included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "pytest_gpuperf":
+            if node.module == "pytest_gpuperf":
+                found += [(node.lineno, f"pytest_gpuperf.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "pytest_gpuperf"]
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_has_a_layer() -> None:
+    units = {unit_of(".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)) for p in MODULES}
+    assert units - set(RANK) == set(), "add the new module or folder to LAYERS (and to README.md's table)"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_no_import_runs_upward(path: Path) -> None:
+    own = unit_of(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
+    upward = [
+        f"line {line}: {module} (layer {RANK[unit_of(module)]}, this file's {RANK[own]})"
+        for line, module in imports(path)
+        if unit_of(module) != own and RANK[unit_of(module)] >= RANK[own]
+    ]
+    assert upward == []
