@@ -461,16 +461,7 @@ def _draw_intervals(
             ax.plot([hi], [y], marker=">", ms=6, color=colour, zorder=3)
         if r["low"] < lo:
             ax.plot([lo], [y], marker="<", ms=6, color=colour, zorder=3)
-        ax.annotate(
-            text(r),
-            (max(right, r.get("margin") or 0), y),
-            xytext=(7, 0),
-            textcoords="offset points",
-            va="center",
-            fontsize=7,
-            color="#333333",
-            zorder=4,
-        )
+        _row_label(ax, text(r), (max(right, r.get("margin") or 0), y), dx=7, zorder=4)
 
 
 def _clipped_note(r: Mapping[str, Any], lo: float, hi: float, fmt: Any) -> str:
@@ -587,9 +578,7 @@ def _draw_deltas(ax: Any, rows: list[dict[str, Any]]) -> None:
             )
         row = {"low": g["delta_low"], "value": g["delta"], "high": g["delta_high"]}
         if not _plottable(row, DELTA_RANGE):
-            ax.annotate(
-                "not drawn", (0, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7, color="#777777"
-            )
+            _row_label(ax, "not drawn", (0, y), color="#777777")
             continue
         colour = VERDICT_COLOURS.get(verdict, OTHER_COLOUR)
         value = min(max(g["delta"], -limit), limit)
@@ -611,28 +600,10 @@ def _draw_deltas(ax: Any, rows: list[dict[str, Any]]) -> None:
             ax.plot([limit], [y], marker=">", ms=6, color=colour, zorder=3)
         if g["delta_low"] < -limit:
             ax.plot([-limit], [y], marker="<", ms=6, color=colour, zorder=3)
-        ax.annotate(
-            f"{100 * g['delta']:+.1f}%",
-            (right, y),
-            xytext=(5, 0),
-            textcoords="offset points",
-            va="center",
-            fontsize=7,
-            color="#333333",
-            zorder=4,
-        )
+        _row_label(ax, f"{100 * g['delta']:+.1f}%", (right, y), dx=5, zorder=4)
     for y, r in enumerate(rows):
         if not r.get("gate"):
-            ax.annotate(
-                "no check",
-                (0, y),
-                xytext=(0, 0),
-                textcoords="offset points",
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="#999999",
-            )
+            _row_label(ax, "no check", (0, y), dx=0, color="#999999", ha="center")
     ax.axvline(0.0, color="#888888", linestyle="--", linewidth=0.9, zorder=1)
     ax.set_xlim(-limit, limit * 1.35)
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0 if limit >= 0.1 else 1))
@@ -705,6 +676,11 @@ def _draw_speedups(ax: Any, rows: list[dict[str, Any]]) -> None:
     _legend_above(ax, handles)
 
 
+def _row_label(ax: Any, text: str, xy: tuple[float, float], dx: float = 4, color: str = "#333333", **kw: Any) -> None:
+    """Small text beside a row's bar or point, ``dx`` points to the right of ``xy``."""
+    ax.annotate(text, xy, xytext=(dx, 0), textcoords="offset points", va="center", fontsize=7, color=color, **kw)
+
+
 def _draw_fractions(ax: Any, rows: list[dict[str, Any]], key: str | None) -> None:
     from matplotlib.ticker import PercentFormatter
 
@@ -713,15 +689,7 @@ def _draw_fractions(ax: Any, rows: list[dict[str, Any]], key: str | None) -> Non
     ax.barh(ys, values, height=0.6, color="#5c8fc4", zorder=2)
     ax.axvline(1.0, color="#c62828", linestyle="--", linewidth=1.0, zorder=3)
     for y, v in zip(ys, values, strict=False):
-        ax.annotate(
-            f"{100 * v:.1f}%",
-            (v, y),
-            xytext=(4, 0),
-            textcoords="offset points",
-            va="center",
-            fontsize=7,
-            color="#333333",
-        )
+        _row_label(ax, f"{100 * v:.1f}%", (v, y))
     ax.set_xlim(0, max(1.12, max(values) * 1.15))
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
     _style_rows(ax, [r["label"] for r in rows])
