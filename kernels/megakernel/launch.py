@@ -17,7 +17,7 @@ from kernels.megakernel.family import (COMPILE_OPTIONS, DATAFLOW_VARIANTS, GRID_
 from kernels.megakernel.layout import THREADS, DecodeBuffers, shared_bytes, trace_stride
 
 GRID_SYNC_MODES = ("cooperative_groups", "subset_barrier")  # grid_sync_loop<0>, <1>
-DATAFLOW_MAX_BLOCKS = 160  # 32 x kMaxProbesPerLane in megakernel.cu
+DATAFLOW_MAX_BLOCKS = 160  # 32 x kMaxProbesPerLane in mk_exchange.cuh
 
 
 def kernel_name(variant: str) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 from kernels.megakernel.config import HEAD_DIM, ModelConfig
 from kernels.megakernel.reference import layer_prefix, rope_table
 
-# struct MegakernelParams in megakernel.cu, field by field (tests/megakernel/test_layout.py
+# struct MegakernelParams in mk_config.cuh, field by field (tests/megakernel/test_layout.py
 # checks the order against the source).
 POINTER_FIELDS: tuple[str, ...] = (
     "embed", "w_qkv", "w_o", "w_gate_up", "w_down",
@@ -33,7 +33,7 @@ ACC_WORDS_PER_OUTPUT = 16  # kAccWordsPerOutput: room for MK_ACC_COPIES x MK_ACC
 
 
 # counters[]: 2 x kv_heads split-attention arrivals and head-group barrier words, then these slots
-# (megakernel.cu's kGridWordSlot, kLaunchSlot, kAccReadSlot, kLmClaimSlot, kLmDoneSlot).
+# (mk_config.cuh's kGridWordSlot, kLaunchSlot, kAccReadSlot, kLmClaimSlot, kLmDoneSlot).
 COUNTER_SLOTS = ("grid_word", "launches", "acc_readers", "lm_claims", "lm_done")
 
 
@@ -48,7 +48,7 @@ PAGE_BYTES = 32768    # kPageBytes
 
 
 def shared_bytes(config: ModelConfig, ring: bool = False) -> int:
-    """Dynamic shared memory per block: kSharedBytes in megakernel.cu, or with ``ring`` (the
+    """Dynamic shared memory per block: kSharedBytes in mk_shared.cuh, or with ``ring`` (the
     ring variants) kSharedBytesRing, which adds the weight ring and its barriers, and the keys of
     the block's attention unit (MK_UNIT_KEYS_SHARED)."""
     def round16(n: int) -> int:

@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-hf", action="store_true", help="do not build the transformers peer")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                        help="override a tuning macro of megakernel.cu (repeatable)")
+                        help="override a tuning macro of megakernel.cu or its headers (repeatable)")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS),
                         help="variants to check and time (default: all; speedups are against the first)")
     args = parser.parse_args(argv)

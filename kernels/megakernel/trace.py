@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--positions", type=int, nargs="+", default=[1, 200])
     parser.add_argument("--out", default=None, help="JSON file for the tables")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                        help="override a tuning macro of megakernel.cu (repeatable)")
+                        help="override a tuning macro of megakernel.cu or its headers (repeatable)")
     parser.add_argument("--grid-blocks", type=int, default=None, help="blocks to launch (default: one per SM)")
     parser.add_argument("--raw", default=None, help="npz file for the raw cycles (blocks x events) of each table")
     parser.add_argument("--subphases", choices=sorted(SUBPHASE_SEGMENTS), default="gate_up",

@@ -246,7 +246,7 @@ def test_emulated_ring_with_smaller_pages(page_bytes: int) -> None:
 # more than gate/up's (20, whole SwiGLU pairs), and O/down pages split over two warps per row.
 # The ring's double-buffered row sums were once sized without the 21-row pages; the emulator's
 # scheduling almost never interleaves the overlapping writes, so a static_assert in
-# megakernel.cu now guards the sizing at compile time; this test covers the page cut itself.
+# mk_ring.cuh now guards the sizing at compile time; this test covers the page cut itself.
 ODD_PAGE_ROWS = ModelConfig("odd-pages", layers=1, hidden=768, q_heads=8, kv_heads=4, intermediate=2048, vocab=700)
 
 

@@ -9,22 +9,32 @@ import numpy as np
 import pytest
 
 from kernels.megakernel.config import HEAD_DIM, QWEN3_0_6B, TINY
-from kernels.megakernel.family import GRID_SYNCS_PER_LAYER, SOURCES, SPEEDUP_MARGINS, VARIANTS
+from kernels.megakernel.family import GRID_SYNCS_PER_LAYER, HEADERS, SOURCES, SPEEDUP_MARGINS, VARIANTS
 from kernels.megakernel.layout import PARAM_FIELDS, PARAMS_DTYPE, DecodeBuffers, pack_weights
 from kernels.megakernel.reference import make_weights
 
 
+def _header(name: str) -> str:
+    return next(p for p in HEADERS if p.name == name).read_text()
+
+
+def test_headers_are_the_ones_the_source_includes() -> None:
+    included = re.findall(r'^#include "(\w+\.cuh)"', SOURCES[0].read_text(), re.M)
+    assert tuple(included) == tuple(p.name for p in HEADERS)
+    assert all(p.is_file() for p in HEADERS)
+
+
 def test_param_fields_match_the_struct_in_the_source() -> None:
-    source = SOURCES[0].read_text()
+    source = _header("mk_config.cuh")
     body = re.search(r"struct MegakernelParams \{(.*?)\};", source, re.S)
-    assert body, "struct MegakernelParams not found in megakernel.cu"
+    assert body, "struct MegakernelParams not found in mk_config.cuh"
     fields = re.findall(r"^\s*[\w\s\*]+?\b(\w+);", body.group(1), re.M)
     assert tuple(fields) == PARAM_FIELDS
     assert PARAMS_DTYPE.itemsize == 8 * len(PARAM_FIELDS)  # every field 8 bytes: no padding
 
 
 def test_variants_match_the_template_specialisations() -> None:
-    source = SOURCES[0].read_text()
+    source = _header("mk_variants.cuh")
     specialised = sorted(int(i) for i in re.findall(r"template <> struct Variant<(\d+)>", source))
     assert specialised == list(range(len(VARIANTS)))
     assert set(GRID_SYNCS_PER_LAYER) == set(VARIANTS)
