@@ -1,17 +1,23 @@
 """Run-time compiled CUDA modules, cached per process.
 
-CuPy compiles with NVRTC and keeps its own on-disk cache; this layer adds a per-process
-cache keyed on the source text and options so each test does not re-read and re-hash
-the file, and turns compile failures into errors that name the source.
+CuPy compiles with NVRTC and keeps its own on-disk cache, keyed on the code text and the options
+but not on the headers the code includes: a kernel whose header changed would load the cubin
+built from the old header. So the key this layer uses, per process and for CuPy's cache, is a
+digest of the source and every local header it includes (``#include "..."``, followed through
+the including file's folder, the source's folder and the ``-I`` folders of the options), carried
+into CuPy as a comment appended to the code. Compile failures become errors that name the source.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
 class KernelCompileError(RuntimeError):
@@ -31,21 +37,71 @@ def load_module(
     ``module.get_function("kernel<float, 128>")``.
     """
     path = Path(source).resolve()
-    text = path.read_text()
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    return _compile(str(path), digest, tuple(options), tuple(name_expressions), backend)
+    opts = (*options, f"-I{path.parent}")
+    digest = sources_digest(path, include_dirs(opts))
+    return _compile(str(path), digest, opts, tuple(name_expressions), backend)
+
+
+def include_dirs(options: Sequence[str]) -> tuple[Path, ...]:
+    """The folders of ``-I DIR`` / ``-IDIR`` / ``--include-path=DIR`` options, in order."""
+    found: list[Path] = []
+    pending = False
+    for option in options:
+        if pending:
+            found.append(Path(option))
+            pending = False
+        elif option in ("-I", "--include-path"):
+            pending = True
+        elif option.startswith("--include-path="):
+            found.append(Path(option.split("=", 1)[1]))
+        elif option.startswith("-I"):
+            found.append(Path(option[2:]))
+    return tuple(found)
+
+
+def included_files(source: Path, dirs: Sequence[Path] = ()) -> list[Path]:
+    """``source`` and every local header it includes, directly or through other headers, each
+    once, in the order first met. An include found nowhere is left out (it may sit behind an
+    #ifdef this build does not take; the compiler reports it if it is needed)."""
+    seen: dict[Path, None] = {}
+    pending = [source.resolve()]
+    while pending:
+        current = pending.pop(0)
+        if current in seen:
+            continue
+        seen[current] = None
+        try:
+            text = current.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for name in LOCAL_INCLUDE.findall(text):
+            for folder in (current.parent, source.parent, *dirs):
+                candidate = (folder / name).resolve()
+                if candidate.is_file():
+                    pending.append(candidate)
+                    break
+    return list(seen)
+
+
+def sources_digest(source: Path, dirs: Sequence[Path] = ()) -> str:
+    """SHA-256 over the names and contents of ``source`` and the local headers it includes."""
+    h = hashlib.sha256()
+    for path in included_files(source, dirs):
+        h.update(str(path).encode() + b"\0")
+        h.update(path.read_bytes() if path.is_file() else b"")
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 @functools.cache
 def _compile(path: str, digest: str, options: tuple[str, ...], names: tuple[str, ...], backend: str) -> Any:
     import cupy  # lazily: the plugin must load on machines without CUDA
 
-    code = Path(path).read_text()
-    include_dir = str(Path(path).parent)
-    opts = options + (f"-I{include_dir}",)
-    module = cupy.RawModule(code=code, options=opts, name_expressions=names or None, backend=backend)
+    # The digest goes into the code CuPy keys its disk cache on: a changed header is a new key.
+    code = Path(path).read_text() + f"\n// pytest-gpuperf: source and headers sha256 {digest}\n"
+    module = cupy.RawModule(code=code, options=options, name_expressions=names or None, backend=backend)
     try:
         module.compile()
     except cupy.cuda.compiler.CompileException as exc:
-        raise KernelCompileError(f"{path}: compilation failed with options {list(opts)}:\n{exc}") from exc
+        raise KernelCompileError(f"{path}: compilation failed with options {list(options)}:\n{exc}") from exc
     return module
