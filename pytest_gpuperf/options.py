@@ -22,6 +22,7 @@ CacheMode = Literal["cold", "hot"]
 
 ENV_PREFIX = "GPU_PERF_"
 MARKER = "gpu_perf"
+FULL_MARKER = "gpu_perf_full"  # a perf test of the full tier: run with --gpu-perf-full
 HYPOTHESIS_PROFILE = "gpu-perf"  # registered (pytest_gpuperf.strategies) when --hypothesis-profile names it
 
 
@@ -327,6 +328,15 @@ SETTINGS: tuple[Setting, ...] = (
         flag_only=True,
     ),
     Setting(
+        "full",
+        "Also run the perf tests marked gpu_perf_full (a project's full grid, e.g. for a nightly job); "
+        "without it they are skipped with that reason. --gpu-perf-update-baselines runs them too, so "
+        "every stored baseline is re-recorded together.",
+        _bool,
+        False,
+        flag_only=True,
+    ),
+    Setting(
         "plots",
         "Write one chart per kernel family and an index.html into this folder after the run (needs matplotlib).",
         _path,
@@ -436,6 +446,7 @@ class Settings:
     against: str | None = None
     calibrated_noise: float = 0.015
     only: bool = False
+    full: bool = False
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -466,6 +477,7 @@ class Settings:
             against=values["against"],
             calibrated_noise=values["calibrated-noise"],
             only=values["only"],
+            full=values["full"],
             quiet_wait=values["quiet-wait"],
         )
 

@@ -25,12 +25,15 @@ if TYPE_CHECKING:
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
 PERF_OFF = SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf"
+FULL_OFF = SKIP_PREFIX + "perf test of the full tier (gpu_perf_full): run with --gpu-perf-full"
 PERF_FIXTURE = "gpu_perf"
 DEVICE_FIXTURES = ("gpuperf_device", "gpu")  # "gpu": the old name, kept as an alias
 GPU_MARKERS = frozenset({*arch.SHORTHAND_MARKERS, arch.GENERIC_MARKER})
 MARKERS = {
     options.MARKER: "gpu_perf(**settings): a GPU performance test (skipped without --gpu-perf); keywords override "
     "settings for this test: " + ", ".join(sorted(options.PER_TEST_KEYWORDS)),
+    options.FULL_MARKER: "a perf test of the full tier: skipped unless --gpu-perf-full (or a baseline update) asks "
+    "for it; for grids too long for every pull request",
     **arch.MARKER_HELP,
 }
 
@@ -40,7 +43,9 @@ def _session(config: pytest.Config) -> GpuPerfSession:
 
 
 def is_perf_test(item: pytest.Item) -> bool:
-    return PERF_FIXTURE in getattr(item, "fixturenames", ()) or item.get_closest_marker(options.MARKER) is not None
+    return PERF_FIXTURE in getattr(item, "fixturenames", ()) or any(
+        item.get_closest_marker(name) is not None for name in (options.MARKER, options.FULL_MARKER)
+    )
 
 
 def needs_gpu(item: pytest.Item) -> bool:
@@ -149,6 +154,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     perf = is_perf_test(item)
     if perf and not s.settings.enabled:
         pytest.skip(PERF_OFF)
+    if perf and item.get_closest_marker(options.FULL_MARKER) and not (s.settings.full or s.settings.update_baselines):
+        pytest.skip(FULL_OFF)
     if perf or needs_gpu(item):
         device = s.device
         if not isinstance(device, DeviceInfo):

@@ -299,3 +299,13 @@ def test_the_nightly_job_runs_the_slow_tier_and_pushes_run_the_default_one() -> 
     assert any(m.startswith("slow:") for m in pytest_ini["markers"])
     ci_run = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^python -m pytest -n auto\b", ci_run, re.M) and "-m slow" not in ci_run
+
+
+def test_the_nightly_gpu_job_adds_the_full_tier_and_pull_requests_do_not() -> None:
+    job = _load(WORKFLOWS / "ci.yml")["jobs"]["gpu-perf"]
+    assert "github.event_name == 'schedule'" in job["if"]
+    step = next(s for s in job["steps"] if s.get("name") == "Performance gates")
+    assert step["env"]["EVENT"] == "${{ github.event_name }}"
+    script = step["run"]
+    assert 'if [[ "$EVENT" == schedule || "$EVENT" == workflow_dispatch ]]; then full=(--gpu-perf-full); fi' in script
+    assert '"${full[@]}" --gpu-perf' in script and script.count("--gpu-perf-full") == 1
