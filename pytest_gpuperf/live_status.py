@@ -1,15 +1,17 @@
 """A live status line while a measurement runs: the test, the variants, the rounds taken, the
-time spent against the measurement's budget, and what the run has measured so far.
+seconds spent, the sampling budget, and what the run has measured so far.
 
 pytest prints nothing while a test runs, and a GPU suite's tests take seconds each, so without
 it a user cannot tell which variant is being timed or whether the run is stuck. The line is
-drawn only where it can be erased without a trace: stdout is a terminal (never in a pipe or a
-CI log; ``-v`` prints one line per measurement there), the run is not quiet (``-q``), it is not
-an xdist worker (workers have no terminal), and ``TERM`` is not ``dumb``. It goes to the
-controlling terminal (``/dev/tty``), so pytest's output capture and its bookkeeping of the
-current line never see it: it is drawn on the line below pytest's cursor, which is then put
-back where pytest left it, and erased when the measurement ends, so pytest's dots, words and
-percentages come out exactly as they would without it.
+drawn only where it can be erased without a trace: stdout is a terminal (not a pipe or a file;
+``-v`` prints one line per measurement there), the run is not quiet (``-q``), it is not an xdist
+worker (workers have no terminal), ``TERM`` is not ``dumb``, and nothing but pytest writes to the
+terminal during a test (output captured at the file descriptors, pytest's default, and no live
+logging). It goes to the controlling terminal (``/dev/tty``), so pytest's output capture and
+its bookkeeping of the current line never see it: it is drawn on the line below pytest's
+cursor, which is then put back where pytest left it, and erased when the measurement ends, so
+pytest's dots, words and percentages come out exactly as they would without it. Where pytest's
+line changed under it, the line is given up rather than moved.
 """
 
 from __future__ import annotations
@@ -49,7 +51,11 @@ class LiveStatus:
 
     @contextlib.contextmanager
     def measuring(self, test: str, label: str, budget_s: float) -> Iterator[OnRounds]:
-        """Yield the sampler's ``on_rounds`` callback for one measurement; erase the line after it."""
+        """Yield the sampler's ``on_rounds`` callback for one measurement; erase the line after it.
+
+        The line is drawn at once (the wait for the GPU, warm-up and capture come before the
+        first rounds), then at most every REDRAW_EVERY_S as rounds come in. The seconds shown
+        run from entering, so they include that wait; ``budget_s`` is the sampling budget."""
         began = self._clock()
         last = -REDRAW_EVERY_S
 
@@ -59,11 +65,14 @@ class LiveStatus:
             if now - last < REDRAW_EVERY_S:
                 return
             last = now
+            doing = f"{rounds} rounds" if rounds else "waiting for the GPU, warming up"
             so_far = f"{self.measured} measured in {self.seconds + now - began:.0f} s"
             self._draw(
-                f"gpu-perf: {test}: {label}: {rounds} rounds, {now - began:.1f} s of {budget_s:g} s (run: {so_far})"
+                f"gpu-perf: {test}: {label}: {doing}, {now - began:.1f} s (sampling budget {budget_s:g} s;"
+                f" run: {so_far})"
             )
 
+        on_rounds(0)
         try:
             yield on_rounds
         finally:
@@ -72,23 +81,26 @@ class LiveStatus:
             self.seconds += self._clock() - began
 
     def _draw(self, text: str) -> None:
-        column = self._column() if self._drawn_at is None else self._drawn_at
-        width = self._width()
+        column, width = self._column(), self._width()
         if column is None or column >= width:  # pytest's line wrapped: its cursor is not where we think
             return
-        text = text[: max(0, width - 1)]
+        if self._drawn_at is not None and column != self._drawn_at:
+            self._drawn_at = None  # pytest wrote meanwhile: the old line is not where we left it
+            return
+        # One terminal cell per character: anything else could wrap and break the moves back.
+        text = text.encode("ascii", "backslashreplace").decode("ascii")[: max(0, width - 1)]
         if self._drawn_at is None:
             # A newline (scrolling at the screen's foot) opens the line below; the cursor then
             # returns by relative moves, which stay right when the screen scrolled.
-            self._write(f"\n\r{text}\x1b[1A\x1b[{column + 1}G")
+            self._write(f"\n\r\x1b[2K{text}\x1b[1A\x1b[{column + 1}G")
             self._drawn_at = column
         else:
             self._write(f"\x1b[1B\r\x1b[2K{text}\x1b[1A\x1b[{column + 1}G")
 
     def _erase(self) -> None:
-        if self._drawn_at is not None:
+        if self._drawn_at is not None and self._column() == self._drawn_at:
             self._write(f"\x1b[1B\r\x1b[2K\x1b[1A\x1b[{self._drawn_at + 1}G")
-            self._drawn_at = None
+        self._drawn_at = None
 
     def _write(self, text: str) -> None:
         try:
@@ -106,6 +118,15 @@ class LiveStatus:
 def for_terminal(config: pytest.Config) -> LiveStatus | None:
     """A LiveStatus on the controlling terminal when the run is interactive, else None."""
     if config.get_verbosity() < 0 or hasattr(config, "workerinput"):
+        return None
+    # Only pytest may write to the terminal while a test runs: output captured at the file
+    # descriptors (the default) and no live logging. Otherwise a print or a log line moves the
+    # cursor under the line, which could then be neither found nor erased.
+    if (
+        getattr(config.option, "capture", "fd") != "fd"
+        or config.getini("log_cli")
+        or config.getoption("log_cli_level", None)
+    ):
         return None
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or os.environ.get("TERM", "") in ("", "dumb"):

@@ -131,8 +131,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 @pytest.hookimpl(tryfirst=True)  # before pytest's -m selection, which sees the added markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Reject bad markers at collection, naming the test, before any GPU time is spent; mark
-    every test using the gpu_perf fixture ``gpu_perf`` (so ``-m gpu_perf`` selects it); under
-    ``--gpu-perf-only`` deselect the rest."""
+    every perf test (the gpu_perf fixture or the gpu_perf_full marker) ``gpu_perf``, so
+    ``-m gpu_perf`` selects it; under ``--gpu-perf-only`` deselect the rest."""
     settings = _session(config).settings
     for item in items:
         try:
@@ -140,7 +140,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             settings.for_test(item)
         except GpuPerfUsageError as exc:
             raise pytest.UsageError(str(exc)) from None
-        if PERF_FIXTURE in getattr(item, "fixturenames", ()) and item.get_closest_marker(options.MARKER) is None:
+        full = item.get_closest_marker(options.FULL_MARKER)
+        if full is not None and (full.args or full.kwargs):
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.{options.FULL_MARKER} takes no arguments; "
+                f"give settings to @pytest.mark.{options.MARKER}(...)"
+            )
+        if is_perf_test(item) and item.get_closest_marker(options.MARKER) is None:
             item.add_marker(options.MARKER)
     if settings.only:
         kept = [item for item in items if is_perf_test(item)]
@@ -154,8 +160,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     perf = is_perf_test(item)
     if perf and not s.settings.enabled:
         pytest.skip(PERF_OFF)
-    if perf and item.get_closest_marker(options.FULL_MARKER) and not (s.settings.full or s.settings.update_baselines):
-        pytest.skip(FULL_OFF)
     if perf or needs_gpu(item):
         device = s.device
         if not isinstance(device, DeviceInfo):
@@ -165,6 +169,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             reason = requirement.unmet_reason(device)
             if reason:
                 pytest.skip(SKIP_PREFIX + reason)
+    if perf and item.get_closest_marker(options.FULL_MARKER) and not (s.settings.full or s.settings.update_baselines):
+        pytest.skip(FULL_OFF)
 
 
 # -- fixtures ---------------------------------------------------------------------

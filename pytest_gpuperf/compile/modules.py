@@ -3,9 +3,10 @@
 CuPy compiles with NVRTC and keeps its own on-disk cache, keyed on the code text and the options
 but not on the headers the code includes: a kernel whose header changed would load the cubin
 built from the old header. So the key this layer uses, per process and for CuPy's cache, is a
-digest of the source and every local header it includes (``#include "..."``, followed through
-the including file's folder, the source's folder and the ``-I`` folders of the options), carried
-into CuPy as a comment appended to the code. Compile failures become errors that name the source.
+digest of the source and every local header it includes (``#include "..."``, looked for as the
+compiler looks: beside the including header, then in the ``-I`` folders in order), carried into
+CuPy as a comment appended to the code. Headers reached only through ``#include <...>``,
+``-include`` or a macro are not followed. Compile failures become errors that name the source.
 """
 
 from __future__ import annotations
@@ -61,10 +62,14 @@ def include_dirs(options: Sequence[str]) -> tuple[Path, ...]:
 
 def included_files(source: Path, dirs: Sequence[Path] = ()) -> list[Path]:
     """``source`` and every local header it includes, directly or through other headers, each
-    once, in the order first met. An include found nowhere is left out (it may sit behind an
-    #ifdef this build does not take; the compiler reports it if it is needed)."""
+    once, in the order first met. A header is looked for where the compiler looks: beside the
+    file that includes it, then in ``dirs`` in order; the source itself is compiled from a
+    string, so its own includes are looked for in ``dirs`` only (load_module ends them with the
+    source's folder). An include found nowhere is left out (it may sit behind an #ifdef this
+    build does not take; the compiler reports it if it is needed)."""
+    root = source.resolve()
     seen: dict[Path, None] = {}
-    pending = [source.resolve()]
+    pending = [root]
     while pending:
         current = pending.pop(0)
         if current in seen:
@@ -74,8 +79,9 @@ def included_files(source: Path, dirs: Sequence[Path] = ()) -> list[Path]:
             text = current.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+        folders = (*dirs, root.parent) if current == root else (current.parent, *dirs, root.parent)
         for name in LOCAL_INCLUDE.findall(text):
-            for folder in (current.parent, source.parent, *dirs):
+            for folder in folders:
                 candidate = (folder / name).resolve()
                 if candidate.is_file():
                     pending.append(candidate)

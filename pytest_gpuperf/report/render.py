@@ -1,6 +1,6 @@
 """A saved report rendered as ``gpuperf report`` prints it: markdown for a job summary, or text.
 
-The input is what ``report_file.load_report`` returns, so every field read here has its type.
+The input is what ``store.reports.load_report`` returns, so every field read here has its type.
 """
 
 from __future__ import annotations
@@ -19,13 +19,19 @@ def _md(text: str) -> str:
 
 def report_records(data: Mapping[str, Any]) -> list[Record]:
     """The report's tests back as the per-result records the terminal summary is built from
-    (a report that passed ``report_file``'s checks holds what the records need)."""
+    (a report that passed ``store.reports``' checks holds what the records need). A saved
+    measurement names its device by key; the record carries the device itself, from the
+    report's ``devices``."""
+    devices: Mapping[str, Any] = data.get("devices") or {}
     records: list[Record] = []
     for t in data["tests"]:
         for c in t.get("comparisons", []):
             records.append(ComparisonRecord(kind="comparison", test=t["nodeid"], comparison=c))
         for m in t.get("measurements", []):
-            records.append(cast(MeasurementRecord, {**m, "kind": "measurement", "test": t["nodeid"]}))
+            key = m.get("device")
+            device = devices.get(key) if isinstance(key, str) else None
+            record = {**m, "kind": "measurement", "test": t["nodeid"], "device": device or {"key": key}}
+            records.append(cast(MeasurementRecord, record))
     return records
 
 

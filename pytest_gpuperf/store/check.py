@@ -2,7 +2,7 @@
 
 Timing baselines (``pytest-gpuperf/baselines/1``) go through ``BaselineFile.validate``, the
 compile-time budgets (``static-budgets/1`` and ``/2``) through ``BudgetFile.read`` and saved
-reports through ``report_file.validate_report``: the readers the plugin and the other
+reports through ``reports.validate_report``: the readers the plugin and the other
 commands use. A file the plugin would never read where it lies (a baseline outside
 ``<device key>/``, a budget outside ``static/``), a device key that differs from its folder,
 a link, or a file that is no pytest-gpuperf JSON at all is a problem too. One line per

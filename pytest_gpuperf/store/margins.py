@@ -376,7 +376,7 @@ def run_id(gpu: Gpu, created: str, commit: str | None) -> str:
 
 
 def measurements_of(report: Mapping[str, Any], path: str, commit: str | None = None) -> list[Measured]:
-    """Every comparison and figure of a loaded report (``report_file.load_report``), one run per
+    """Every comparison and figure of a loaded report (``store.reports.load_report``), one run per
     device it measured on. ``commit`` is used where the report records none (``provenance``)."""
     recorded = (report.get("provenance") or {}).get("commit")
     commit = recorded if isinstance(recorded, str) and recorded else commit

@@ -1,7 +1,8 @@
 """Timing engine: backends that produce per-launch GPU times, and the sampler that judges them.
 
-The names below load on first use (PEP 562): the package's own modules (``timing.nvml`` for
-the value types, say) import without pulling in the sampler and NumPy.
+The names below load on first use (PEP 562): the package's own modules (``timing.nvml``, say)
+import without pulling in the sampler and NumPy. The value types it produces live in
+``pytest_gpuperf.results``.
 """
 
 from __future__ import annotations

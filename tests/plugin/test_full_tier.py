@@ -57,3 +57,29 @@ def test_without_timing_the_full_tier_says_timing_is_off(pytester: pytest.Pytest
     result = pytester.runpytest("-rs")
     result.assert_outcomes(skipped=3)
     result.stdout.fnmatch_lines(["*timing is off*"])
+
+
+def test_a_test_marked_only_full_is_a_perf_test_for_m_gpu_perf(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(times={"gated": 5e-6, "grid": 7e-6})
+    pytester.makepyfile(TIERED + "\n\ndef test_plain():\n    pass\n")
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-full", "-m", "gpu_perf")
+    result.assert_outcomes(passed=3, deselected=1)  # test_marked_only uses no fixture, only the marker
+
+
+def test_the_full_marker_takes_no_arguments(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(times={"k": 5e-6})
+    pytester.makepyfile(
+        "import pytest\n\n@pytest.mark.gpu_perf_full(tolerance=0.1)\ndef test_a(gpu_perf):\n    pass\n"
+    )
+    result = pytester.runpytest("--gpu-perf")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*test_a: @pytest.mark.gpu_perf_full takes no arguments; give settings to @pytest.mark.gpu_perf(...)*"])
+
+
+def test_without_a_gpu_the_full_tier_counts_as_no_gpu(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(cc="none")
+    pytester.makepyfile(TIERED)
+    result = pytester.runpytest("--gpu-perf", "-rs")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["*no GPU: fake: this machine has no GPU*"])
+    assert "full tier" not in result.stdout.str()

@@ -32,7 +32,11 @@ def test_the_line_is_drawn_below_the_cursor_which_returns_to_its_column_and_is_e
         clock.t += 0.5
         on_rounds(40)
     text = out.getvalue()
-    assert text.startswith("\n\rgpu-perf: test_claim: 'fast' vs 'base': 40 rounds, 0.5 s of 1 s (run: 0 measured in 0 s)")
+    assert text.startswith(
+        "\n\r\x1b[2Kgpu-perf: test_claim: 'fast' vs 'base': waiting for the GPU, warming up, 0.0 s"
+        " (sampling budget 1 s; run: 0 measured in 0 s)\x1b[1A\x1b[13G"
+    ), "drawn at once, before any round: the wait for the GPU and the warm-up show too"
+    assert "'fast' vs 'base': 40 rounds, 0.5 s (sampling budget 1 s; run: 0 measured in 0 s)" in text
     assert text.endswith("\x1b[1A\x1b[13G" + ERASE_AT_COLUMN_12)  # back to column 13 (1-based), then erased
     assert text.count("\n") == 1, "one new line, opened once, never another"
 
@@ -40,14 +44,14 @@ def test_the_line_is_drawn_below_the_cursor_which_returns_to_its_column_and_is_e
 def test_redraws_are_throttled_and_replace_the_line_in_place() -> None:
     live, out, clock = status()
     with live.measuring("test_a", "'k'", 1.0) as on_rounds:
-        on_rounds(10)
+        on_rounds(10)  # as soon as the first draw: not drawn
         clock.t += 0.1
         on_rounds(20)  # too soon: not drawn
         clock.t += 0.2
         on_rounds(30)
     text = out.getvalue()
-    assert "10 rounds" in text and "20 rounds" not in text and "30 rounds" in text
-    assert text.count("\n") == 1 and text.count("\x1b[2K") == 2, "the second draw clears the line in place; then the erase"
+    assert "10 rounds" not in text and "20 rounds" not in text and "30 rounds" in text
+    assert text.count("\n") == 1 and text.count("\x1b[2K") == 3, "drawn, redrawn in place, erased"
 
 
 def test_the_run_so_far_counts_measurements_and_their_time() -> None:
@@ -58,16 +62,38 @@ def test_the_run_so_far_counts_measurements_and_their_time() -> None:
     with live.measuring("test_b", "'k'", 1.0) as on_rounds:
         clock.t += 1.0
         on_rounds(5)
-    assert "(run: 2 measured in 6 s)" in out.getvalue()
+    assert "test_b: 'k': 5 rounds, 1.0 s (sampling budget 1 s; run: 2 measured in 6 s)" in out.getvalue()
     assert (live.measured, live.seconds) == (3, 6.0)
+
+
+def _first_drawn(out: io.StringIO) -> str:
+    return out.getvalue().split("\x1b[2K", 1)[1].split("\x1b", 1)[0]
 
 
 def test_the_line_is_cut_to_the_terminal_width() -> None:
     live, out, _ = status(width=30)
-    with live.measuring("test_with_a_very_long_name", "'a_variant' vs 'another_one'", 1.0) as on_rounds:
-        on_rounds(1)
-    drawn = out.getvalue().split("\r", 1)[1].split("\x1b", 1)[0]
-    assert drawn == "gpu-perf: test_with_a_very_lo" and len(drawn) == 29
+    with live.measuring("test_with_a_very_long_name", "'a_variant' vs 'another_one'", 1.0):
+        pass
+    assert _first_drawn(out) == "gpu-perf: test_with_a_very_lo"
+
+
+def test_characters_wider_than_one_cell_are_escaped_so_the_line_cannot_wrap() -> None:
+    live, out, _ = status()
+    with live.measuring("test_\u5909\u6570", "'\u00e9t\u00e9'", 1.0):
+        pass
+    drawn = _first_drawn(out)
+    assert drawn.isascii() and drawn.startswith("gpu-perf: test_\\u5909\\u6570: '\\xe9t\\xe9'")
+
+
+def test_a_line_whose_place_pytest_changed_is_given_up_not_moved() -> None:
+    columns = iter([12, 20])
+    live, out, clock = status()
+    live._column = lambda: next(columns)  # type: ignore[method-assign]
+    with live.measuring("test_a", "'k'", 1.0) as on_rounds:
+        clock.t += 0.5
+        on_rounds(10)  # pytest's cursor moved (column 20): nothing more is drawn
+    text = out.getvalue()
+    assert text.count("\x1b[2K") == 1 and "10 rounds" not in text, "drawn once, then neither redrawn nor erased"
 
 
 @pytest.mark.parametrize("column", [None, 80, 95])
@@ -93,8 +119,12 @@ def test_a_terminal_that_went_away_does_not_stop_the_run() -> None:
 class FakeConfig:
     """What for_terminal asks of a pytest.Config."""
 
-    def __init__(self, verbosity: int = 0, isatty: bool = True, worker: bool = False):
+    def __init__(
+        self, verbosity: int = 0, isatty: bool = True, worker: bool = False, capture: str = "fd", log_cli: bool = False
+    ):
         self._verbosity = verbosity
+        self.option = type("Option", (), {"capture": capture})()
+        self._log_cli = log_cli
         reporter = type("Reporter", (), {"isatty": staticmethod(lambda: isatty)})()
         self.pluginmanager = type("PM", (), {"get_plugin": staticmethod(lambda name: reporter)})()
         if worker:
@@ -102,6 +132,12 @@ class FakeConfig:
 
     def get_verbosity(self) -> int:
         return self._verbosity
+
+    def getini(self, name: str) -> bool:
+        return self._log_cli if name == "log_cli" else False
+
+    def getoption(self, name: str, default: object = None) -> object:
+        return default
 
     def get_terminal_writer(self) -> object:
         return type("Writer", (), {"width_of_current_line": 7, "fullwidth": 120})()
@@ -115,6 +151,9 @@ class FakeConfig:
         (FakeConfig(verbosity=-1), "xterm", False),  # -q
         (FakeConfig(isatty=False), "xterm", False),  # a pipe, a CI log
         (FakeConfig(worker=True), "xterm", False),  # an xdist worker
+        (FakeConfig(capture="sys"), "xterm", False),  # prints reach the terminal mid-test
+        (FakeConfig(capture="no"), "xterm", False),  # -s
+        (FakeConfig(log_cli=True), "xterm", False),  # live logging writes mid-test
         (FakeConfig(), "dumb", False),
         (FakeConfig(), "", False),
     ],
@@ -170,6 +209,6 @@ def test_every_measurement_of_a_run_draws_through_the_sampler(
     )
     pytester.runpytest_inprocess("--gpu-perf").assert_outcomes(passed=1)
     text = out.getvalue()
-    assert "gpu-perf: test_claim: 'fast' vs 'base': " in text and " rounds, " in text
-    assert "gpu-perf: test_claim: 'fast': " in text and "(run: 1 measured in" in text
+    assert "gpu-perf: test_claim: 'fast' vs 'base': waiting for the GPU, warming up" in text
+    assert "gpu-perf: test_claim: 'fast': waiting for the GPU, warming up" in text and "run: 1 measured in" in text
     assert text.count("\x1b[2K") >= 2 and text.endswith(ERASE_AT_COLUMN_12.replace("13G", "1G"))

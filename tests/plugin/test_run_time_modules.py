@@ -69,3 +69,17 @@ def test_cupy_is_handed_a_new_key_when_only_a_header_changed(tree: Path, monkeyp
     assert first.code.startswith((tree / "k.cu").read_text()) and "sha256" in first.code.splitlines()[-1]
     assert first.options[-1] == f"-I{tree}"
     modules._compile.cache_clear()
+
+
+def test_a_header_is_found_where_the_compiler_finds_it_first(tmp_path: Path) -> None:
+    """k.cu includes sub/b.cuh, which includes c.cuh; with -Iinc before the source's folder, the
+    compiler takes inc/c.cuh (beside b.cuh there is none), not the source folder's c.cuh."""
+    src, inc = tmp_path / "src", tmp_path / "inc"
+    (src / "sub").mkdir(parents=True)
+    inc.mkdir()
+    (src / "k.cu").write_text('#include "sub/b.cuh"\n')
+    (src / "sub" / "b.cuh").write_text('#include "c.cuh"\n')
+    (src / "c.cuh").write_text("#define C 0\n")
+    (inc / "c.cuh").write_text("#define C 1\n")
+    files = included_files(src / "k.cu", include_dirs([f"-I{inc}", f"-I{src}"]))
+    assert [f.relative_to(tmp_path).as_posix() for f in files] == ["src/k.cu", "src/sub/b.cuh", "inc/c.cuh"]
