@@ -164,11 +164,12 @@ class GpuPerf:
 
     @contextlib.contextmanager
     def _timing(self, label: str, budget_s: float) -> Iterator[sampler.OnRounds | None]:
-        """Hold the GPU, stop the test if another process contends for it, show the live status."""
+        """Show the live status (from the wait for the GPU on), hold the GPU, stop the test if
+        another process contends for it."""
         with (
+            self._session.live_status(self._test_key, label, budget_s) as on_rounds,
             self._session.gpu_lock(),
             self._contention_stops_the_test(),
-            self._session.live_status(self._test_key, label, budget_s) as on_rounds,
         ):
             yield on_rounds
 
