@@ -1,10 +1,14 @@
-"""Shared by every test directory: the compile-time tier's builds start in the background.
+"""Shared by every test directory: the builds the selected tests need, started once they are collected.
 
-Once the tests are collected, one process (the only one, or xdist's worker gw0) starts
-tests/prebuild.py for the compile-time tier's modules among the selected tests, the CUTLASS
-GEMMs first, and for the megakernel emulator's libraries of the default run (see that file). The tests then find their builds in the build cache, or wait on its lock for the
-build in progress, while the other tests run beside the builds. Off with --gpu-perf and with
-GPU_PERF_TESTS_PREBUILD=0.
+One process (the only one, or xdist's worker gw0) starts tests/prebuild.py for the compile-time
+tier's modules among the selected tests, the CUTLASS GEMMs first, and for the megakernel
+emulator's libraries of the default run (see that file). The tests then find their builds in
+the build cache, or wait on its lock for the build in progress.
+
+Without --gpu-perf the builds run in the background, two at a time, beside the other tests.
+With --gpu-perf they run on every core and are waited for before the first test, so no compile
+runs beside a measurement; under xdist with --gpu-perf (other workers may be timing already)
+there is no prebuild. GPU_PERF_TESTS_PREBUILD=0 turns it off.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +34,6 @@ def _prebuild_tasks(config: pytest.Config, items: list[pytest.Item]) -> list[str
     from pytest_gpuperf.options import Settings
 
     settings = Settings.from_config(config)
-    if settings.enabled:  # a timing run: no builds beside it
-        return []
     tasks: dict[str, int] = {}  # task -> priority: CUTLASS GEMMs, emulator libraries, the rest
     for item in items:
         params: dict[str, Any] = getattr(getattr(item, "callspec", None), "params", {})
@@ -50,9 +53,14 @@ def _prebuild_tasks(config: pytest.Config, items: list[pytest.Item]) -> list[str
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    from pytest_gpuperf.options import Settings
+
     config = session.config
     worker = getattr(config, "workerinput", None)
     if (worker is not None and worker.get("workerid") != "gw0") or config.option.collectonly:
+        return
+    timing = Settings.from_config(config).enabled
+    if timing and worker is not None:  # other workers may be timing already: no builds beside them
         return
     if os.environ.get(OFF_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return
@@ -64,8 +72,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     root = str(HERE.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    config.stash[PREBUILD_KEY] = subprocess.Popen(
-        [sys.executable, str(HERE / "prebuild.py"), *tasks],
+    jobs = (os.cpu_count() or 2) if timing else 2
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "prebuild.py"), "--jobs", str(jobs), *tasks],
         cwd=os.getcwd(),  # the build cache's key holds the working folder: the tests' own
         env=env,
         stdin=subprocess.DEVNULL,
@@ -73,6 +82,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # its own process group, so the nvcc it runs can be stopped with it
     )
+    if not timing:
+        config.stash[PREBUILD_KEY] = proc
+        return
+    began = time.monotonic()
+    try:
+        proc.wait(timeout=FINISH_WAIT_S)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(
+            f"tests/prebuild.py: {len(tasks)} builds for the selected tests on {jobs} cores in "
+            f"{time.monotonic() - began:.0f} s, before any timing"
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

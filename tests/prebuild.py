@@ -1,6 +1,6 @@
-"""Fill the build cache for the compile-time tier in the background while the tests run.
+"""Fill the build cache with what the selected tests will build.
 
-tests/conftest.py starts ``python tests/prebuild.py TASK ...`` once per run (one process, not
+tests/conftest.py starts ``python tests/prebuild.py [--jobs N] TASK ...`` once per run (one process, not
 one per xdist worker) for the compile-time tier's modules among the selected tests
 (``MODULE@ARCH``: the CUTLASS GEMMs and the megakernel take 15-60 s each on one core, cold) and
 for the megakernel emulator's libraries that a selected test module lists in
@@ -8,12 +8,12 @@ EMULATOR_LIBRARIES (``emulator:FILE:INDEX``, about 4 s of g++ each). Each is bui
 the test builds it (``compile_module`` as ``gpu_static.check`` calls it; ``build_library`` as
 ``emulate_decode`` does: same flags, same working folder, same environment), so the test finds
 it in the content-addressed cache, or waits on the cache's lock while it is being built instead
-of building it a second time. Meanwhile the other tests
-run: on two cores, the builds no longer leave one core idle.
+of building it a second time. Without --gpu-perf the other tests run meanwhile (on two cores,
+the builds no longer leave one core idle); with --gpu-perf it runs on every core and the run
+waits for it before the first test, so nothing compiles beside a measurement.
 
 Nothing here decides a test's outcome: a build that fails or is stopped is built again by its
-test, which reports the error. Never started with --gpu-perf (builds beside a timing run would
-disturb it) or with GPU_PERF_TESTS_PREBUILD=0.
+test, which reports the error. GPU_PERF_TESTS_PREBUILD=0 turns it off.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 FAMILIES = ("cluster_reduce", "gemm_schedules", "megakernel", "merge_attn_states", "qkv")
-JOBS = 2
+JOBS = 2  # beside the tests on a 2-core machine; a --gpu-perf run passes --jobs <cores>
 
 
 def modules() -> dict[str, object]:
@@ -48,7 +48,7 @@ def build_emulator_library(test_file: str, index: int) -> None:
     build_library(config, own_grid_barrier, tuple(defines))
 
 
-def main(tasks: list[str]) -> int:
+def main(tasks: list[str], jobs: int = JOBS) -> int:
     from pytest_gpuperf.compile.static import compile_module
 
     by_name = modules()
@@ -64,10 +64,14 @@ def main(tasks: list[str]) -> int:
         except Exception as exc:  # noqa: BLE001 - the test builds it again and reports the error
             print(f"prebuild {task}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
-    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(build, tasks))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    args = sys.argv[1:]
+    jobs = JOBS
+    if args[:1] == ["--jobs"]:
+        jobs, args = max(1, int(args[1])), args[2:]
+    sys.exit(main(args, jobs))
