@@ -32,8 +32,11 @@ class KernelFamily:
     """One kernel family, built in its family.py from the module's own constants.
 
     ``perf_grid`` maps each perf case's id, as the perf tests' parameter ids spell it, to the case
-    (a shape, a position, a PerfCase). ``target_shortfalls`` lists the absolute targets a GPU
-    model does not reach: the tests that gate them expect to fail there.
+    (a shape, a position, a PerfCase). ``margin_tests`` names the perf test functions whose
+    interleaved comparisons the margins file gates: every collected test of them has an entry
+    (the family's other comparisons are report-only or gate a fixed requirement).
+    ``target_shortfalls`` lists the absolute targets a GPU model does not reach: the tests that
+    gate them expect to fail there.
     """
 
     name: str
@@ -42,6 +45,7 @@ class KernelFamily:
     cuda_modules: tuple[CudaModule, ...]
     margins: MarginsFile
     perf_grid: Mapping[str, object]
+    margin_tests: tuple[str, ...]
     target_shortfalls: TargetShortfalls = field(default_factory=dict)
 
     @property

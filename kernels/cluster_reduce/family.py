@@ -234,4 +234,5 @@ FAMILY = KernelFamily(
     cuda_modules=CUDA_MODULES,
     margins=MARGINS,
     perf_grid={case.id: case for case in PERF_CASES},
+    margin_tests=("test_speedup",),
 )

@@ -208,5 +208,6 @@ FAMILY = KernelFamily(
     cuda_modules=CUDA_MODULES,
     margins=MARGINS,
     perf_grid=PERF_SHAPES,
+    margin_tests=("test_pingpong_vs_cooperative",),
     target_shortfalls=TARGET_SHORTFALLS,
 )

@@ -252,5 +252,6 @@ FAMILY = KernelFamily(
     cuda_modules=CUDA_MODULES,
     margins=MARGINS,
     perf_grid={str(position): position for position in PERF_POSITIONS},
+    margin_tests=("test_variant_speedup",),
     target_shortfalls=TARGET_SHORTFALLS,
 )

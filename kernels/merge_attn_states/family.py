@@ -214,4 +214,5 @@ FAMILY = KernelFamily(
     cuda_modules=CUDA_MODULES,
     margins=MARGINS,
     perf_grid={case.id: case for case in PERF_CASES},
+    margin_tests=("test_reordered_vs_baseline", "test_vectorized_vs_baseline"),
 )

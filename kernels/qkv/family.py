@@ -122,4 +122,5 @@ FAMILY = KernelFamily(
     cuda_modules=CUDA_MODULES,
     margins=MARGINS,
     perf_grid=LAYERS,
+    margin_tests=("test_rearranged_weights_beat_base", "test_strip_beats_base_w2_on_larger_layer"),
 )

@@ -16,7 +16,7 @@ from pytest_gpuperf.compile.static import static_params
 from pytest_gpuperf.store.margins import MarginsFile, gpu_label
 
 ROOT = Path(__file__).resolve().parents[2]
-FAMILIES = ("cluster_reduce", "gemm_schedules", "megakernel", "merge_attn_states", "qkv")
+FAMILIES = tuple(sorted(p.parent.name for p in ROOT.joinpath("kernels").glob("*/family.py")))
 # Names the families used before the contract named them: TARGET_SHORTFALLS and UNGATED.
 OLD_NAMES = ("CUBLAS_SHORTFALLS", "UNGATED_REASONS")
 

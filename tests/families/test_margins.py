@@ -4,6 +4,7 @@ every gated comparison of the perf tests has an entry naming that test; the repo
 kept in evidence/; the family README's margins table is the file's, as ``gpuperf margins`` prints it."""
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -16,16 +17,6 @@ from pytest_gpuperf.store.margins import FIGURE_RULE, RULE, MarginsFile, command
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = sorted(p.parent.name for p in (ROOT / "kernels").glob("*/margins.json"))
 
-# The perf test functions whose interleaved comparisons a margins file gates, per family; every
-# collected test of these has an entry. (The other comparisons of the perf suites are report-only,
-# at_least=None, or gate a fixed requirement of the family's issue.)
-GATED_TESTS = {
-    "cluster_reduce": ("test_speedup",),
-    "gemm_schedules": ("test_pingpong_vs_cooperative",),
-    "megakernel": ("test_variant_speedup",),
-    "merge_attn_states": ("test_reordered_vs_baseline", "test_vectorized_vs_baseline"),
-    "qkv": ("test_rearranged_weights_beat_base", "test_strip_beats_base_w2_on_larger_layer"),
-}
 
 
 def _qkv_test(key: str) -> str:
@@ -58,7 +49,7 @@ def _margins(family: str) -> MarginsFile:
 
 
 def test_every_family_has_a_margins_file() -> None:
-    assert FAMILIES == sorted(GATED_TESTS) == sorted(p.parent.name for p in (ROOT / "kernels").glob("*/family.py"))
+    assert FAMILIES == sorted(p.parent.name for p in (ROOT / "kernels").glob("*/family.py"))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -76,7 +67,7 @@ def test_each_margin_follows_the_rule_from_the_evidence_it_records(family: str) 
 def test_every_gated_comparison_has_an_entry_naming_its_test(family: str, family_node_ids: set[str]) -> None:
     module = f"tests/{family}/test_perf.py"
     gated = {n for n in family_node_ids if n.startswith(module + "::")
-             and n.partition("::")[2].partition("[")[0] in GATED_TESTS[family]}
+             and n.partition("::")[2].partition("[")[0] in importlib.import_module(f"kernels.{family}.family").FAMILY.margin_tests}
     margins = _margins(family)
     for arch, table in margins.entries.items():
         comparisons = {e.key: e for e in table.values() if e.figure is None}
