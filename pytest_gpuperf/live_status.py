@@ -28,11 +28,17 @@ if TYPE_CHECKING:
     from pytest_gpuperf.timing.sampler import OnRounds
 
 REDRAW_EVERY_S = 0.25  # a terminal redrawn faster than this only flickers
+DOWN_AND_CLEAR = "\x1b[1B\r\x1b[2K"  # to the start of the line below, emptied
+
+
+def _back_to(column: int) -> str:
+    """Up one line, to pytest's cursor column (0-based)."""
+    return f"\x1b[1A\x1b[{column + 1}G"
 
 
 class LiveStatus:
     """Draws and erases the status line on ``stream``; ``column()`` says where pytest's cursor is
-    and ``width()`` how wide the terminal is (both None when unknown: nothing is drawn)."""
+    (None when unknown: nothing is drawn) and ``width()`` how wide the terminal is."""
 
     def __init__(
         self,
@@ -92,14 +98,14 @@ class LiveStatus:
         if self._drawn_at is None:
             # A newline (scrolling at the screen's foot) opens the line below; the cursor then
             # returns by relative moves, which stay right when the screen scrolled.
-            self._write(f"\n\r\x1b[2K{text}\x1b[1A\x1b[{column + 1}G")
+            self._write(f"\n\r\x1b[2K{text}{_back_to(column)}")
             self._drawn_at = column
         else:
-            self._write(f"\x1b[1B\r\x1b[2K{text}\x1b[1A\x1b[{column + 1}G")
+            self._write(f"{DOWN_AND_CLEAR}{text}{_back_to(column)}")
 
     def _erase(self) -> None:
         if self._drawn_at is not None and self._column() == self._drawn_at:
-            self._write(f"\x1b[1B\r\x1b[2K\x1b[1A\x1b[{self._drawn_at + 1}G")
+            self._write(DOWN_AND_CLEAR + _back_to(self._drawn_at))
         self._drawn_at = None
 
     def _write(self, text: str) -> None:

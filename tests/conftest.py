@@ -28,19 +28,17 @@ PREBUILD_KEY = pytest.StashKey[subprocess.Popen]()
 FINISH_WAIT_S = 900.0  # at most this long after the last test: longer than any build here, cold
 
 
-def _prebuild_tasks(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+def _prebuild_tasks(static_archs: tuple[str, ...], items: list[pytest.Item]) -> list[str]:
     """``module@arch`` for each compile-time tier build the selected tests need, CUTLASS first."""
     from pytest_gpuperf.compile.static import CudaModule, arch_selected
-    from pytest_gpuperf.options import Settings
 
-    settings = Settings.from_config(config)
     tasks: dict[str, int] = {}  # task -> priority: CUTLASS GEMMs, emulator libraries, the rest
     for item in items:
         params: dict[str, Any] = getattr(getattr(item, "callspec", None), "params", {})
         fixtures = getattr(item, "fixturenames", ())
         module, arch = params.get("module"), params.get("arch")
         if "gpu_static" in fixtures and isinstance(module, CudaModule) and isinstance(arch, str):
-            if arch_selected(arch, settings.static_archs):
+            if arch_selected(arch, static_archs):
                 tasks.setdefault(f"{module.name}@{arch}", 0 if module.shared_library else 2)
         elif "load_gemm" in fixtures and isinstance(params.get("variant"), str):
             from kernels.gemm_schedules.family import ARCH
@@ -59,13 +57,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     worker = getattr(config, "workerinput", None)
     if (worker is not None and worker.get("workerid") != "gw0") or config.option.collectonly:
         return
-    timing = Settings.from_config(config).enabled
+    settings = Settings.from_config(config)
+    timing = settings.enabled
     if timing and worker is not None:  # other workers may be timing already: no builds beside them
         return
     if os.environ.get(OFF_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return
     try:
-        tasks = _prebuild_tasks(config, session.items)
+        tasks = _prebuild_tasks(settings.static_archs, session.items)
     except Exception:  # noqa: BLE001 - only an optimisation: the tests build what they need
         return
     if not tasks:

@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pytest_gpuperf.report.summary import fmt_time
+from pytest_gpuperf.report.summary import baseline_delta, fmt_time
 
 DPI = 100
 WIDTH_IN = 12.0
@@ -1173,10 +1173,7 @@ def _family_table(tests: Sequence[Mapping[str, Any]]) -> str:
             )
         for m in t.get("measurements", []):
             s = m["measurement"]
-            reg = m.get("regression")
-            delta = (
-                f"{100 * (reg['slowdown'] - 1):+.1f}% vs baseline" if reg else ("no baseline" if m.get("note") else "-")
-            )
+            delta = baseline_delta(m) + (" vs baseline" if m.get("regression") else "")
             entries.append(
                 f"<td>median {_e(s['name'])}</td><td>{_e(fmt_time(s['median_s']))}</td>"
                 f"<td>[{_e(fmt_time(s['ci_low_s']))}, {_e(fmt_time(s['ci_high_s']))}]</td><td>{_e(delta)}</td>"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -149,6 +149,13 @@ def _clock_note(m: Measurement, entry: Entry) -> str:
     return f"  SM clock {now[0]}-{now[-1]} MHz now, {before[0]}-{before[-1]} MHz when recorded{capped}\n"
 
 
+def baseline_delta(record: Mapping[str, Any]) -> str:
+    """A measurement's change against its stored baseline: ``+3.1%``, ``no baseline`` (none was
+    stored) or ``-`` (not checked)."""
+    reg = record.get("regression")
+    return f"{100 * (reg['slowdown'] - 1):+.1f}%" if reg else ("no baseline" if record.get("note") else "-")
+
+
 # -- session summary ---------------------------------------------------------------
 def summary_rows(records: Iterable[Record]) -> list[list[str]]:
     """One row per measured variant: test, variant, median, CI, speedup vs required, Δ baseline, verdict."""
@@ -169,8 +176,7 @@ def summary_rows(records: Iterable[Record]) -> list[list[str]]:
             need = f"{c['at_least']:.3f}" if c.get("at_least") is not None else "none"
             speed = f"{c['speedup']:.3f}x [{c['ci_low']:.3f}, {c['ci_high']:.3f}] ({need})"
             verdict = f"{c['verdict']}/{r['verdict']}"
-        reg = r.get("regression")
-        delta = f"{100 * (reg['slowdown'] - 1):+.1f}%" if reg else ("no baseline" if r.get("note") else "-")
+        delta = baseline_delta(r)
         rows.append(
             [
                 r["test"].split("::", 1)[-1],
