@@ -328,6 +328,14 @@ SETTINGS: tuple[Setting, ...] = (
         flag_only=True,
     ),
     Setting(
+        "gpu-only",
+        "Run only the tests that use the GPU (perf tests, tests using the gpuperf_device fixture or an "
+        "architecture marker); deselect the rest, e.g. in a GPU job after a CPU job that ran them.",
+        _bool,
+        False,
+        flag_only=True,
+    ),
+    Setting(
         "full",
         "Also run the perf tests marked gpu_perf_full (a project's full grid, e.g. for a nightly job); "
         "without it they are skipped with that reason. --gpu-perf-update-baselines runs them too, so "
@@ -446,6 +454,7 @@ class Settings:
     against: str | None = None
     calibrated_noise: float = 0.015
     only: bool = False
+    gpu_only: bool = False
     full: bool = False
 
     @classmethod
@@ -477,6 +486,7 @@ class Settings:
             against=values["against"],
             calibrated_noise=values["calibrated-noise"],
             only=values["only"],
+            gpu_only=values["gpu-only"],
             full=values["full"],
             quiet_wait=values["quiet-wait"],
         )

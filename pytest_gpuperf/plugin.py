@@ -132,7 +132,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Reject bad markers at collection, naming the test, before any GPU time is spent; mark
     every perf test (the gpu_perf fixture or the gpu_perf_full marker) ``gpu_perf``, so
-    ``-m gpu_perf`` selects it; under ``--gpu-perf-only`` deselect the rest."""
+    ``-m gpu_perf`` selects it; under ``--gpu-perf-only`` deselect the rest, under
+    ``--gpu-perf-gpu-only`` the tests that use no GPU."""
     settings = _session(config).settings
     for item in items:
         try:
@@ -148,9 +149,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             )
         if is_perf_test(item) and item.get_closest_marker(options.MARKER) is None:
             item.add_marker(options.MARKER)
-    if settings.only:
-        kept = [item for item in items if is_perf_test(item)]
-        config.hook.pytest_deselected(items=[item for item in items if not is_perf_test(item)])
+    if settings.only or settings.gpu_only:
+        wanted = is_perf_test if settings.only else (lambda item: is_perf_test(item) or needs_gpu(item))
+        kept = [item for item in items if wanted(item)]
+        config.hook.pytest_deselected(items=[item for item in items if not wanted(item)])
         items[:] = kept
 
 

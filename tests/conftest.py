@@ -28,8 +28,9 @@ PREBUILD_KEY = pytest.StashKey[subprocess.Popen]()
 FINISH_WAIT_S = 900.0  # at most this long after the last test: longer than any build here, cold
 
 
-def _prebuild_tasks(static_archs: tuple[str, ...], items: list[pytest.Item]) -> list[str]:
-    """``module@arch`` for each compile-time tier build the selected tests need, CUTLASS first."""
+def _prebuild_tasks(static_archs: tuple[str, ...], items: list[pytest.Item], on_gpu: bool = False) -> list[str]:
+    """``module@arch`` for each compile-time tier build the selected tests need, CUTLASS first;
+    ``on_gpu`` (a --gpu-perf run) adds the run-time NVRTC modules the selected test modules list."""
     from pytest_gpuperf.compile.static import CudaModule, arch_selected
 
     tasks: dict[str, int] = {}  # task -> priority: CUTLASS GEMMs, emulator libraries, the rest
@@ -47,6 +48,8 @@ def _prebuild_tasks(static_archs: tuple[str, ...], items: list[pytest.Item]) -> 
         libraries = getattr(getattr(item, "module", None), "EMULATOR_LIBRARIES", ())
         for index in range(len(libraries)):  # tests/megakernel/test_emulated.py
             tasks.setdefault(f"emulator:{item.path}:{index}", 1)
+        for config_name in getattr(getattr(item, "module", None), "RUN_TIME_MODULES", ()) if on_gpu else ():
+            tasks.setdefault(f"nvrtc:{config_name}", 0)
     return sorted(tasks, key=lambda task: tasks[task])  # stable: otherwise in the tests' order
 
 
@@ -64,7 +67,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if os.environ.get(OFF_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return
     try:
-        tasks = _prebuild_tasks(settings.static_archs, session.items)
+        tasks = _prebuild_tasks(settings.static_archs, session.items, on_gpu=timing)
     except Exception:  # noqa: BLE001 - only an optimisation: the tests build what they need
         return
     if not tasks:

@@ -4,9 +4,12 @@ tests/conftest.py starts ``python tests/prebuild.py [--jobs N] TASK ...`` once p
 one per xdist worker) for the compile-time tier's modules among the selected tests
 (``MODULE@ARCH``: the CUTLASS GEMMs and the megakernel take 15-60 s each on one core, cold) and
 for the megakernel emulator's libraries that a selected test module lists in
-EMULATOR_LIBRARIES (``emulator:FILE:INDEX``, about 4 s of g++ each). Each is built exactly as
+EMULATOR_LIBRARIES (``emulator:FILE:INDEX``, about 4 s of g++ each); in a run with --gpu-perf
+also the megakernel's NVRTC modules that a selected test module lists in RUN_TIME_MODULES
+(``nvrtc:CONFIG``, into CuPy's on-disk cache). Each is built exactly as
 the test builds it (``compile_module`` as ``gpu_static.check`` calls it; ``build_library`` as
-``emulate_decode`` does: same flags, same working folder, same environment), so the test finds
+``emulate_decode`` does, ``decode_module`` as ``Megakernel`` does: same flags, same working
+folder, same environment), so the test finds
 it in the content-addressed cache, or waits on the cache's lock while it is being built instead
 of building it a second time. Without --gpu-perf the other tests run meanwhile (on two cores,
 the builds no longer leave one core idle); with --gpu-perf it runs on every core and the run
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -48,6 +52,16 @@ def build_emulator_library(test_file: str, index: int) -> None:
     build_library(config, own_grid_barrier, tuple(defines))
 
 
+def load_run_time_module(config_name: str) -> None:
+    """The megakernel's NVRTC module for one model shape, as ``Megakernel`` loads it, so CuPy's
+    on-disk cache holds it when the test asks (about 30 s of NVRTC each, cold). Needs a GPU."""
+    from kernels.megakernel import config
+    from kernels.megakernel.launch import decode_module, kernel_name
+    from kernels.megakernel.family import VARIANTS
+
+    decode_module(getattr(config, config_name)).get_function(kernel_name(VARIANTS[0]))
+
+
 def main(tasks: list[str], jobs: int = JOBS) -> int:
     from pytest_gpuperf.compile.static import compile_module
 
@@ -55,7 +69,9 @@ def main(tasks: list[str], jobs: int = JOBS) -> int:
 
     def build(task: str) -> None:
         try:
-            if task.startswith("emulator:"):
+            if task.startswith("nvrtc:"):  # a process of its own: NVRTC compiles side by side
+                subprocess.run([sys.executable, __file__, "--nvrtc", task.removeprefix("nvrtc:")], check=True)
+            elif task.startswith("emulator:"):
                 test_file, _, index = task.removeprefix("emulator:").rpartition(":")
                 build_emulator_library(test_file, int(index))
             else:
@@ -71,6 +87,9 @@ def main(tasks: list[str], jobs: int = JOBS) -> int:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if args[:1] == ["--nvrtc"]:
+        load_run_time_module(args[1])
+        sys.exit(0)
     jobs = JOBS
     if args[:1] == ["--jobs"]:
         jobs, args = max(1, int(args[1])), args[2:]

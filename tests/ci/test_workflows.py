@@ -223,7 +223,9 @@ def test_ci_runs_what_the_readme_says() -> None:
     assert gpu_job["runs-on"][:4] == ["self-hosted", "linux", "x64", "gpu"]
     gpu = _steps_text(gpu_job)
     assert '-m pip install -c .github/constraints.txt -e ".[gpu,test,compile]"' in gpu
-    assert "--gpu-perf --gpu-perf-json gpu-perf-report.json --benchmark-json benchmark.json" in gpu
+    # The tests that use no GPU are left to the CPU job, which the GPU job waits for.
+    assert "--gpu-perf --gpu-perf-gpu-only --gpu-perf-json gpu-perf-report.json --benchmark-json benchmark.json" in gpu
+    assert gpu_job["needs"] == "tests"
     assert 'gpuperf report gpu-perf-report.json --markdown >> "$GITHUB_STEP_SUMMARY"' in gpu
     upload = next(s for s in gpu_job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@"))
     assert upload["with"]["path"].split() == ["gpu-perf-report.json", "benchmark.json", "gpu-perf-plots/"]

@@ -25,6 +25,9 @@ FULL_POSITIONS = (0, 37, 1000)
 GREEDY_STEPS = 32
 GREEDY_FIRST_TOKEN = 151643  # Qwen's <|endoftext|>; any id works with random weights
 
+# The NVRTC modules these tests load (config names), compiled ahead by tests/prebuild.py under --gpu-perf.
+RUN_TIME_MODULES = ("TINY", "QWEN3_0_6B")
+
 
 class Expected:
     """A KV prefill and what the reference makes of one step from it."""

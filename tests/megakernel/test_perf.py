@@ -38,6 +38,9 @@ TOKEN = 1234
 HF_POSITIONS = (1, 200, 1000)
 KV_SEED = 1
 
+# The NVRTC modules these tests load (config names), compiled ahead by tests/prebuild.py under --gpu-perf.
+RUN_TIME_MODULES = ("QWEN3_0_6B",)
+
 
 @pytest.fixture(scope="module")
 def kv_prefill() -> tuple[np.ndarray, np.ndarray]:

@@ -157,6 +157,43 @@ def test_fixture_users_are_marked_and_only_selects_them(pytester: pytest.Pyteste
     result.assert_outcomes(passed=1, deselected=1)
 
 
+GPU_AND_CPU = """
+import pytest
+from pytest_gpuperf import Variant
+
+def test_timed(gpu_perf):
+    gpu_perf.measure(Variant("k", lambda: None))
+
+def test_on_the_device(gpuperf_device):
+    pass
+
+@pytest.mark.sm90
+def test_hopper_only():
+    pass
+
+def test_plain():
+    pass
+
+@pytest.fixture
+def gpu():  # a project's own fixture of the plugin's old name: not the GPU
+    return "mine"
+
+def test_own_gpu_fixture(gpu):
+    assert gpu == "mine"
+"""
+
+
+def test_gpu_only_keeps_the_tests_that_use_the_gpu(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(cc="9.0", times={"k": 5e-6})
+    pytester.makepyfile(GPU_AND_CPU)
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-gpu-only", "-v")
+    result.assert_outcomes(passed=3, deselected=2)
+    result.stdout.fnmatch_lines(["*test_timed PASSED*", "*test_on_the_device PASSED*", "*test_hopper_only PASSED*"])
+    assert "test_plain" not in result.stdout.str() and "test_own_gpu_fixture" not in result.stdout.str()
+    everything = pytester.runpytest("--gpu-perf")
+    everything.assert_outcomes(passed=5)
+
+
 def test_help_shows_every_default_and_what_each_option_takes(pytester: pytest.Pytester) -> None:
     out = pytester.runpytest("--help").stdout.str()
     text = " ".join(out.split())
