@@ -83,13 +83,14 @@ EVIDENCE = ROOT / "evidence"
 
 
 def _indexed(index: str) -> set[str]:
-    """The file names in the first column of the index's tables; "`a-x1.json.gz`, `-x2`" names two."""
+    """The file names in the first column of the index's tables; "`a-x1.json.gz`, `-x2`" names two,
+    as does "`a-x1.json.gz`, `b.json.gz`"."""
     names: set[str] = set()
     for cell in re.findall(r"^\| (`[^|]+`) \|", index, re.M):
         first, *more = re.findall(r"`([^`]+)`", cell)
         names.add(first)
         stem = first.removesuffix(".json.gz").rsplit("-", 1)[0]
-        names.update(f"{stem}{suffix}.json.gz" for suffix in more if suffix.startswith("-"))
+        names.update(f"{stem}{name}.json.gz" if name.startswith("-") else name for name in more)
     return names
 
 
