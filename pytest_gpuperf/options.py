@@ -8,6 +8,7 @@ value raises an error that names where it came from.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ CacheMode = Literal["cold", "hot"]
 ENV_PREFIX = "GPU_PERF_"
 MARKER = "gpu_perf"
 FULL_MARKER = "gpu_perf_full"  # a perf test of the full tier: run with --gpu-perf-full
+GPU_MARKER = "gpu_perf_for"  # settings for the GPUs whose baseline folder name matches a pattern
 HYPOTHESIS_PROFILE = "gpu-perf"  # registered (pytest_gpuperf.strategies) when --hypothesis-profile names it
 
 
@@ -521,8 +523,11 @@ class Settings:
                     f"must name {kind}, and it is not; give another path"
                 )
 
-    def for_test(self, item: pytest.Item) -> Settings:
-        """Apply ``@pytest.mark.gpu_perf(...)`` keywords; unknown keywords are an error naming the test."""
+    def for_test(self, item: pytest.Item, device_key: str | None = None) -> Settings:
+        """Apply ``@pytest.mark.gpu_perf(...)`` keywords, then those of every
+        ``@pytest.mark.gpu_perf_for(PATTERN, ...)`` whose PATTERN (fnmatch) matches ``device_key``,
+        the GPU's baseline folder name. Unknown keywords and malformed markers are an error naming
+        the test, with or without a device."""
         overrides: dict[str, Any] = {}
         for mark in reversed(list(item.iter_markers(MARKER))):  # closest marker wins
             if mark.args:
@@ -530,22 +535,37 @@ class Settings:
                     f"{item.nodeid}: @pytest.mark.{MARKER} takes keyword arguments only "
                     f"({', '.join(PER_TEST_KEYWORDS)}), got positional {mark.args!r}"
                 )
-            for key, raw in mark.kwargs.items():
-                setting = PER_TEST_KEYWORDS.get(key)
-                if setting is None:
-                    raise GpuPerfUsageError(
-                        f"{item.nodeid}: unknown keyword {key!r} in @pytest.mark.{MARKER}; "
-                        f"expected one of {', '.join(sorted(PER_TEST_KEYWORDS))}"
-                    )
-                try:
-                    overrides[key] = setting.parse(raw)
-                except ValueError as exc:
-                    raise _invalid(setting, raw, f"@pytest.mark.{MARKER} on {item.nodeid}", exc) from None
+            overrides.update(_parse_keywords(item, MARKER, mark.kwargs))
+        for mark in reversed(list(item.iter_markers(GPU_MARKER))):
+            if len(mark.args) != 1 or not isinstance(mark.args[0], str) or not mark.args[0]:
+                raise GpuPerfUsageError(
+                    f"{item.nodeid}: @pytest.mark.{GPU_MARKER} takes one pattern of baseline folder names "
+                    f"(e.g. 'nvidia-h200-*') and keywords, got positional {mark.args!r}"
+                )
+            parsed = _parse_keywords(item, GPU_MARKER, mark.kwargs)
+            if device_key is not None and fnmatch.fnmatchcase(device_key, mark.args[0]):
+                overrides.update(parsed)
         if not overrides:
             return self
         from dataclasses import replace
 
         return replace(self, **overrides)
+
+
+def _parse_keywords(item: pytest.Item, marker: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for key, raw in kwargs.items():
+        setting = PER_TEST_KEYWORDS.get(key)
+        if setting is None:
+            raise GpuPerfUsageError(
+                f"{item.nodeid}: unknown keyword {key!r} in @pytest.mark.{marker}; "
+                f"expected one of {', '.join(sorted(PER_TEST_KEYWORDS))}"
+            )
+        try:
+            parsed[key] = setting.parse(raw)
+        except ValueError as exc:
+            raise _invalid(setting, raw, f"@pytest.mark.{marker} on {item.nodeid}", exc) from None
+    return parsed
 
 
 def _anchor(config: pytest.Config, value: str, source: str) -> Path:

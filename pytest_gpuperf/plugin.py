@@ -32,6 +32,8 @@ GPU_MARKERS = frozenset({*arch.SHORTHAND_MARKERS, arch.GENERIC_MARKER})
 MARKERS = {
     options.MARKER: "gpu_perf(**settings): a GPU performance test (skipped without --gpu-perf); keywords override "
     "settings for this test: " + ", ".join(sorted(options.PER_TEST_KEYWORDS)),
+    options.GPU_MARKER: "gpu_perf_for(pattern, **settings): settings for the GPUs whose baseline folder name "
+    "(e.g. nvidia-h200-sm90-132sm-140gib) matches the fnmatch pattern; applied after gpu_perf(...), so they win there",
     options.FULL_MARKER: "a perf test of the full tier: skipped unless --gpu-perf-full (or a baseline update) asks "
     "for it; for grids too long for every pull request",
     **arch.MARKER_HELP,
@@ -208,7 +210,7 @@ def gpu_perf(request: pytest.FixtureRequest) -> GpuPerf:
     if not device.cupy_version and s.config.hook.pytest_gpuperf_backend.get_hookimpls() == []:
         pytest.skip(SKIP_PREFIX + "timing needs CuPy, which is not installed: pip install pytest-gpuperf[gpu]")
     try:
-        settings = s.settings.for_test(request.node)
+        settings = s.settings.for_test(request.node, device.key)
     except GpuPerfUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     return GpuPerf(s, request.node, settings)

@@ -32,6 +32,14 @@ if TYPE_CHECKING:
 # precise check is --gpu-perf-against (a pull request's merge base, timed in the same rounds), where
 # no band applies. Entries recorded without calibration are compared raw, with the same band.
 pytestmark = pytest.mark.gpu_perf(machine_noise=0.16, calibrated_noise=0.16)
+# On H200s the calibrated times of the square and K-heavy GEMMs stayed within 0.7% of the baselines
+# recorded on another H200, on two machines (2026-11-27, evidence/2026-11-27-h200-faba-*,
+# -c700-*), so there they are checked with a 3% band. It fails the planted 13% Ping-pong slowdown
+# that the 16% band passed (its interval [1.116, 1.138], replayed from -c700-gemm-planted-stored)
+# and passes every A/A check of those runs. The decode shapes, whose times move with where their
+# buffers land (up to 12.7%), and the irregular one (intervals about 18% wide) keep 16% everywhere.
+NARROW_ON_H200 = pytest.mark.gpu_perf_for("nvidia-h200-*", calibrated_noise=0.03)
+NARROW_SHAPES = ("square4096", "square6144", "square8192", "k_heavy")
 
 
 def assert_nothing_escaped(after: str) -> None:
@@ -63,7 +71,9 @@ def make_variants(shape: str, load_gemm: Callable[[str], Any], names: tuple[str,
 
 
 @pytest.mark.sm90(exact=True)  # sm_90a code runs on compute capability 9.0 only
-@pytest.mark.parametrize("shape", list(PERF_SHAPES))
+@pytest.mark.parametrize(
+    "shape", [pytest.param(shape, marks=NARROW_ON_H200) if shape in NARROW_SHAPES else shape for shape in PERF_SHAPES]
+)
 def test_pingpong_vs_cooperative(gpu_perf: GpuPerf, load_gemm: Callable[[str], Any], shape: str) -> None:
     """The note's claim, per shape: Ping-pong at least as fast as Cooperative. Each shape's margin
     is what was measured there; below 1 where Cooperative wins (the note does not hold)."""
@@ -90,6 +100,7 @@ def test_pingpong_vs_cooperative(gpu_perf: GpuPerf, load_gemm: Callable[[str], A
 
 
 @pytest.mark.sm90(exact=True)
+@NARROW_ON_H200
 def test_faster_schedule_vs_cublas_at_8192(gpu_perf: GpuPerf, load_gemm: Callable[[str], Any]) -> None:
     """Issue 4: the faster schedule reaches at least 95% of cuBLAS at 8192^3 (interleaved with cuBLAS).
     Which schedule is faster is a measurement (family.FASTER_SCHEDULE), so only that one is timed;

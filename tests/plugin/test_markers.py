@@ -101,7 +101,8 @@ def test_perf_tests_skip_without_flag_naming_it(pytester: pytest.Pytester, fake_
 
 def test_markers_are_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers")
-    for line in ("@pytest.mark.sm80*at least 8.0*", "@pytest.mark.sm90*exact=True: 9.x only*", "@pytest.mark.gpu_perf(*"):
+    for line in ("@pytest.mark.sm80*at least 8.0*", "@pytest.mark.sm90*exact=True: 9.x only*", "@pytest.mark.gpu_perf(*",
+                 "@pytest.mark.gpu_perf_for(pattern, **settings): settings for the GPUs whose baseline folder name*"):
         result.stdout.fnmatch_lines([line])
     assert "@pytest.mark.gpu:" not in result.stdout.str()  # a generic name is left to the project
 
@@ -115,6 +116,11 @@ def test_markers_are_registered(pytester: pytest.Pytester) -> None:
         ("@pytest.mark.sm90(exact='yes')", "*exact=...) must be True or False*"),
         ("@pytest.mark.gpu_perf(tolerence=0.1)", "*unknown keyword 'tolerence'*expected one of*tolerance*"),
         ("@pytest.mark.gpu_perf(tolerance=2)", "*invalid value 2 for gpu_perf_tolerance from @pytest.mark.gpu_perf on*"),
+        ("@pytest.mark.gpu_perf_for(tolerance=0.1)", "*gpu_perf_for takes one pattern of baseline folder names*"),
+        ('@pytest.mark.gpu_perf_for("a-*", "b-*")', "*gpu_perf_for takes one pattern*"),
+        ('@pytest.mark.gpu_perf_for("nvidia-h200-*", band=0.1)', "*unknown keyword 'band' in @pytest.mark.gpu_perf_for*"),
+        ('@pytest.mark.gpu_perf_for("nvidia-h200-*", machine_noise=-1)',
+         "*invalid value -1 for gpu_perf_machine_noise from @pytest.mark.gpu_perf_for on*"),
     ],
 )
 def test_bad_markers_are_usage_errors_naming_the_test(
@@ -146,3 +152,32 @@ def test_parse_arch(text: str, expected: tuple[tuple[int, int], bool]) -> None:
 def test_parse_arch_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="unknown GPU architecture"):
         parse_arch(text)
+
+
+BANDED = """
+import pytest
+from pytest_gpuperf import Variant
+
+@pytest.mark.gpu_perf(machine_noise=0.16, calibrated_noise=0.16)
+@pytest.mark.gpu_perf_for("fake-gpu-sm90-*", calibrated_noise=0.03)
+@pytest.mark.gpu_perf_for("nvidia-h100-*", calibrated_noise=0.5)
+def test_band(gpu_perf):
+    gpu_perf.measure(Variant("k", lambda: None))
+"""
+
+
+def test_gpu_perf_for_sets_a_band_on_the_gpus_it_names(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    """A baseline recorded at 10 us, then a 10% slower kernel: inside the test's 16% band on every
+    GPU, outside the 3% band that gpu_perf_for gives the fake GPU's folder."""
+    pytester.makepyfile(BANDED)
+    fake_gpu(times={"k": 10e-6}, spread=0.002)
+    pytester.runpytest("--gpu-perf", "--gpu-perf-update-baselines").assert_outcomes(passed=1)
+    (folder,) = (pytester.path / "baselines").iterdir()
+    assert folder.name.startswith("fake-gpu-sm90-")
+    fake_gpu(times={"k": 11e-6}, spread=0.002)
+    result = pytester.runpytest("--gpu-perf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*performance REGRESSION: 'k' is 9.9% slower*", "*threshold 1.0300x*band 3%*"])
+    fake_gpu(times={"k": 11e-6}, spread=0.002, FAKE_NAME="Other GPU")  # another folder: no baseline, no band change
+    folder.rename(folder.with_name(folder.name.replace("fake-gpu", "other-gpu")))
+    pytester.runpytest("--gpu-perf").assert_outcomes(passed=1)
