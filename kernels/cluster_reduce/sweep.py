@@ -17,14 +17,11 @@
 """
 from __future__ import annotations
 
-import argparse
-import json
-import time
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from kernels import sweeps
 from kernels.cluster_reduce.family import (
     COMPARISONS,
     DEFAULT_THREADS,
@@ -209,18 +206,14 @@ def print_timings(rows: list[dict[str, Any]], cases: list[dict[str, Any]]) -> No
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run checks, the race survey and the timings; write everything as JSON to --out."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="JSON file for all figures")
+    parser = sweeps.parser("cluster_reduce", __doc__)
     parser.add_argument("--race-runs", type=int, default=RACE_SURVEY_RUNS, help="runs per race-survey point")
     parser.add_argument("--quick", action="store_true",
                         help="time each variant only at its perf-test block size (family.PERF_THREADS)")
     args = parser.parse_args(argv)
 
-    from pytest_gpuperf.bench import device
-
-    info = device()
-    started = time.time()
-    print(f"device: {info.name} ({info.arch}, {info.sm_count} SMs, key {info.key})")
+    run = sweeps.start("cluster_reduce")
+    info = run.device
     checks = run_checks(info.sm_count)
     survey = race_survey(info.sm_count, args.race_runs)
     timings = run_timings(info.sm_count, args.quick)
@@ -231,9 +224,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     missed = [c for c in checks if not c["as_expected"] and c["expectation"] == "fail"]
     raced = [c for c in checks if c["expectation"] == "race" and not c["ok"]]
     result = {
-        "family": "cluster_reduce",
-        "device": {"name": info.name, "arch": info.arch, "sm_count": info.sm_count, "key": info.key},
-        "date": time.strftime("%Y-%m-%d"),
         "checks": checks,
         "race_survey": survey,
         "timings": timings,
@@ -241,14 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "unexpected_failures": len(unexpected),
         "forced_race_not_as_predicted": len(missed),
         "unforced_race_runs": len(raced),
-        "wall_s": time.time() - started,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
+    written = run.write(args.out, result)
     print(f"\nchecks: {len(checks) - len(unexpected) - len(missed)} as expected ({len(raced)} of them unforced "
           f"dsmem_note runs that raced, every wrong element the race's), {len(unexpected)} unexpected "
           f"(a race-free variant wrong, or an unforced dsmem_note element no race explains), {len(missed)} "
-          f"skewed dsmem_note runs not as the race model predicts; wall {result['wall_s']:.1f} s; wrote {args.out}")
+          f"skewed dsmem_note runs not as the race model predicts; wall {written['elapsed_s']:.1f} s")
     return 1 if unexpected or missed else 0
 
 

@@ -19,14 +19,13 @@ is still running on another stream (problem.drain_device); rows where something 
 """
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import os
 import sys
 import time
 from typing import Any, Callable, Sequence
 
+from kernels import sweeps
 from kernels.gemm_schedules.build import build_all, registers
 from kernels.gemm_schedules.family import (
     CONFIGS,
@@ -259,8 +258,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True, help="JSON file for every figure")
+    parser = sweeps.parser("gemm_schedules", __doc__)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel nvcc builds")
     parser.add_argument(
         "--cache-dir", default=None, help="nvcc build cache (default: $GPU_PERF_CACHE_DIR or ~/.cache/pytest-gpuperf)"
@@ -271,12 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
 
-    import cupy
-
-    device = cupy.cuda.Device()
-    props = cupy.cuda.runtime.getDeviceProperties(device.id)
-    report: dict[str, Any] = {"device": props["name"].decode(), "compute_capability": device.compute_capability}
-    print(f"device: {report['device']} (cc {report['compute_capability']})")
+    run = sweeps.start("gemm_schedules")
+    report: dict[str, Any] = {}
 
     start = time.perf_counter()
     builds = build_all(list(CONFIGS), jobs=args.jobs, cache_dir=args.cache_dir)
@@ -313,9 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if escaped:
         print(f"INVALID: {len(escaped)} timings left work running on another stream (rows marked escaped_work)")
     report["summary"] = summarize(report["timings"])
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=1)
-    print(f"wrote {args.out}")
+    run.write(args.out, report)
     return 1 if failed or escaped or len(libraries) < len(CONFIGS) else 0
 
 

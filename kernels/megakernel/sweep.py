@@ -12,9 +12,6 @@ Writes every figure to --out as JSON.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import sys
 import time
 import traceback
@@ -22,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels import sweeps
 from kernels.megakernel.config import QWEN3_0_6B
 from kernels.megakernel.family import (
     HF_CHECK_STEPS,
@@ -251,8 +249,7 @@ def config_ms_at(out: dict[str, Any], fraction: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="JSON file for every figure")
+    parser = sweeps.parser("megakernel", __doc__.split("\n")[0])
     parser.add_argument("--positions", type=int, nargs="+", default=list(PERF_POSITIONS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-hf", action="store_true", help="do not build the transformers peer")
@@ -268,8 +265,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from kernels.megakernel.launch import Megakernel
 
+    run = sweeps.start("megakernel")
     config = QWEN3_0_6B
-    out: dict[str, Any] = {"config": config.__dict__, "python": platform.python_version(), "checks": [],
+    out: dict[str, Any] = {"config": config.__dict__, "checks": [],
                            "grid_sync": {}, "timings": [], "positions": list(positions), "variants": list(variants)}
     t0 = time.time()
     weights = make_weights(config, args.seed)
@@ -296,9 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_hf:
         time_hf_peer(weights, k, v, mk, positions, out)
     print_summary(out, positions)
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {args.out}; all checks {'passed' if ok else 'FAILED'}; {time.time() - t0:.0f} s", flush=True)
+    run.write(args.out, out)
+    print(f"all checks {'passed' if ok else 'FAILED'}; {time.time() - t0:.0f} s", flush=True)
     return 0 if ok else 1
 
 

@@ -9,11 +9,10 @@ gates' margins come from the interleaved perf tests. Bandwidth fractions are aga
 """
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from typing import Any, Sequence
 
+from kernels import sweeps
 from kernels.merge_attn_states.family import (
     BANDWIDTH_FRACTION_TARGET,
     DTYPES,
@@ -138,19 +137,16 @@ def summarize(rows: list[dict[str, Any]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the checks and timings; return 1 if any check failed."""
-    parser = argparse.ArgumentParser(prog="python -m kernels.merge_attn_states.sweep", description=__doc__)
-    parser.add_argument("--out", required=True, help="where to write the JSON results")
+    parser = sweeps.parser("merge_attn_states", __doc__)
     parser.add_argument("--skip-checks", action="store_true", help="time only")
     parser.add_argument("--no-config-sweep", action="store_true", help="skip the vectorized launch-shape sweep")
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per timing (default 0.3)")
     args = parser.parse_args(argv)
 
-    from pytest_gpuperf.bench import device
     from pytest_gpuperf.timing.sampler import SamplingPolicy
 
-    info = device()
+    run = sweeps.start("merge_attn_states")
     started = time.perf_counter()
-    print(f"device: {info.name} ({info.arch}, {info.sm_count} SMs, L2 {info.l2_bytes / 2**20:.0f} MiB)")
     checks = [] if args.skip_checks else check_variants()
     failed = sum(r["status"] == "FAIL" for r in checks)
     print(f"checks: {len(checks) - failed} passed, {failed} failed ({time.perf_counter() - started:.1f} s)")
@@ -166,17 +162,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"total {elapsed:.1f} s; checks {len(checks) - failed}/{len(checks)} passed")
 
     result = {
-        "family": "merge_attn_states",
-        "device": {"name": info.name, "arch": info.arch, "sm_count": info.sm_count, "l2_bytes": info.l2_bytes},
         "copy_bandwidth_Bps": copy_bw,
         "copy_bandwidth_method": "pytest_gpuperf.roofline.copy_bandwidth (SM copy kernel, read + write)",
         "default_config": [DEFAULT_VECTORIZED.block_threads, DEFAULT_VECTORIZED.packs_per_thread],
         "checks": checks,
         "timings": rows,
-        "elapsed_s": elapsed,
     }
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    run.write(args.out, result)
     return 1 if failed else 0
 
 

@@ -17,13 +17,12 @@
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 from dataclasses import asdict
 from typing import Any, Callable
 
+from kernels import sweeps
 from kernels.qkv.family import GATES, LAYERS, gate_key
 from kernels.qkv.launch import (
     STRIP_VARIANTS,
@@ -216,19 +215,14 @@ def print_report(results: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kernels.qkv.sweep", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True, help="JSON file for every figure")
+    parser = sweeps.parser("qkv", __doc__.split("\n")[0])
     parser.add_argument("--budget-s", type=float, default=45.0, help="stop the sweep (not the defaults) after this")
     parser.add_argument("--quick", action="store_true", help="warps 4, 8, 16 only, one block per SM")
     args = parser.parse_args(argv)
 
-    from pytest_gpuperf.bench import device
-
     start = time.monotonic()
-    info = device()
-    print(f"device: {info.describe()}")
+    run = sweeps.start("qkv")
     results: dict[str, Any] = {
-        "device": info.fingerprint(),
         "env": {"CUPY_TF32": os.environ.get("CUPY_TF32")},
         "checks": [], "timings": [], "skipped": [], "infeasible": [], "gates": [],
     }
@@ -240,10 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         for layer in timed_layers:
             time_layer(layer, args.quick, deadline, results, sweep)
     print_report(results)
-    results["elapsed_s"] = time.monotonic() - start
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"\nwrote {args.out} ({results['elapsed_s']:.1f} s)")
+    run.write(args.out, results)
     failed = any(not c["passed"] for c in results["checks"]) or any(not t["passed"] for t in results["timings"])
     return 1 if failed else 0
 
