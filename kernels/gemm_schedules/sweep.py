@@ -47,7 +47,7 @@ LAUNCH_GRID = tuple(Launch(raster, swizzle) for raster in RASTERS for swizzle in
 # The decode shapes have one row of output tiles: raster order and swizzle change nothing there.
 TUNE_SHAPES = ("square4096", "square6144", "square8192", "k_heavy", "irregular")
 # Per measurement, at most; the sampler usually stops sooner, at +-0.5% (the 2026-11-21 sweep's 41
-# timings and 14 checks took 14 s). ~140 timings stay well inside device_session.sh's 150 s.
+# timings and 14 checks took 14 s), so ~140 timings take a minute or two.
 TIMING_BUDGET_S = 0.6
 # A perf-test launch slower than the fastest measured one by more than this is reported for retuning;
 # separately timed repeats of one launch differed by up to 1.2% on the H200 (2026-11-21).
@@ -290,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "registers": registers(result),
             "perf_warnings": list(result.perf_warnings),
         }
-        if result.perf_warnings:  # clean builds are in the JSON only (device_session.sh keeps 70 lines)
+        if result.perf_warnings:  # clean builds are in the JSON only, to keep the log short
             print(f"BUILD WARN {libraries[name].describe()}, registers {registers(result)}")
         for warning in result.perf_warnings:
             print(f"      ptxas: {warning}")
