@@ -11,7 +11,6 @@ from kernels.megakernel.config import ModelConfig
 from tests.conftest import _prebuild_tasks
 
 
-
 def item(module: object, path: str = "tests/megakernel/test_x.py") -> SimpleNamespace:
     return SimpleNamespace(module=module, fixturenames=(), callspec=None, path=Path(path))
 

@@ -1,19 +1,20 @@
 """The GEMM suite's regression bands against the H200 runs they were chosen from: replayed through
 the gate's own rule (``regression_verdict``), every A/A check passes and the planted Ping-pong
-slowdown fails. A band changed in test_perf.py is checked here against the same reports."""
+slowdown fails. The bands are what ``Settings.for_test`` makes of test_perf.py's own markers, so a
+band changed or moved there is checked here against the same reports."""
 from __future__ import annotations
 
-import fnmatch
 import gzip
 import json
-import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
+from _pytest.mark.structures import ParameterSet
 
 from pytest_gpuperf.gates.stats import Interval
 from pytest_gpuperf.gates.verdict import Verdict, regression_verdict
+from pytest_gpuperf.options import SETTINGS, Settings
 from tests.gemm_schedules import test_perf
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
@@ -22,15 +23,40 @@ A_A = ("2026-11-27-h200-faba-aa1", "2026-11-27-h200-faba-aa2", "2026-11-27-h200-
 PLANTED = "2026-11-27-h200-c700-gemm-planted-stored"  # Ping-pong 8192^3 12-13% slower
 
 
+# A run's settings at their defaults (what the test's markers then override).
+DEFAULTS = {setting.name: setting.default for setting in SETTINGS}
+SESSION = Settings(
+    enabled=True, update_baselines=False, baselines_dir=Path("baselines"), device="auto", json_path=None,
+    tolerance=DEFAULTS["tolerance"], machine_noise=DEFAULTS["machine-noise"], confidence=DEFAULTS["confidence"],
+    precision=DEFAULTS["precision"], budget=DEFAULTS["budget"], inconclusive=DEFAULTS["inconclusive"],
+    missing_baseline=DEFAULTS["missing-baseline"], cache=DEFAULTS["cache"], sources={},
+    calibrated_noise=DEFAULTS["calibrated-noise"],
+)
+
+
+class _Marked:
+    """What ``Settings.for_test`` reads of a collected test: its node id and its markers, closest
+    first (the parameter's, the function's, then the module's), taken from test_perf.py itself."""
+
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        name, _, param = nodeid.rpartition("::")[2].partition("[")
+        function = getattr(test_perf, name)
+        marks: list[pytest.Mark] = []
+        for mark in getattr(function, "pytestmark", []):
+            if mark.name == "parametrize":
+                marks += [m for p in mark.args[1] if isinstance(p, ParameterSet) and p.values[0] == param.rstrip("]")
+                          for m in p.marks]
+        marks += list(getattr(function, "pytestmark", [])) + [test_perf.pytestmark]
+        self._marks = [m.mark if hasattr(m, "mark") else m for m in marks]
+
+    def iter_markers(self, name: str) -> Iterator[pytest.Mark]:
+        return (m for m in self._marks if m.name == name)
+
+
 def calibrated_band(nodeid: str, device_key: str) -> float:
-    """The band test_perf.py's markers give this test on this GPU."""
-    band = test_perf.pytestmark.kwargs["calibrated_noise"]
-    shape = re.search(r"\[(\w+)\]", nodeid)
-    narrow = "at_8192" in nodeid or (shape is not None and shape.group(1) in test_perf.NARROW_SHAPES)
-    pattern, = test_perf.NARROW_ON_H200.args
-    if narrow and fnmatch.fnmatchcase(device_key, pattern):
-        band = test_perf.NARROW_ON_H200.kwargs["calibrated_noise"]
-    return float(band)
+    """The band test_perf.py's markers give this test on this GPU, through the plugin's own rule."""
+    return SESSION.for_test(_Marked(nodeid), device_key).calibrated_noise  # type: ignore[arg-type]
 
 
 def replayed(report: str) -> list[tuple[str, Verdict]]:
@@ -69,3 +95,4 @@ def test_the_narrow_band_is_for_h200s_only() -> None:
     assert calibrated_band("x::test_pingpong_vs_cooperative[square8192]", H200) == 0.03
     assert calibrated_band("x::test_pingpong_vs_cooperative[square8192]", "nvidia-h100-80gb-hbm3-sm90-132sm-79gib") == 0.16
     assert calibrated_band("x::test_pingpong_vs_cooperative[decode_m128]", H200) == 0.16
+    assert calibrated_band("x::test_faster_schedule_vs_cublas_at_8192", H200) == 0.03
