@@ -331,8 +331,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "gpu-only",
-        "Run only the tests that use the GPU (perf tests, tests using the gpuperf_device fixture or an "
-        "architecture marker); deselect the rest, e.g. in a GPU job after a CPU job that ran them.",
+        "Run only the tests that use the GPU (perf tests, tests using the gpuperf_device or gpu_counters "
+        "fixture or an architecture marker); deselect the rest, e.g. in a GPU job after a CPU job that ran them.",
         _bool,
         False,
         flag_only=True,

@@ -28,6 +28,7 @@ PERF_OFF = SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf"
 FULL_OFF = SKIP_PREFIX + "perf test of the full tier (gpu_perf_full): run with --gpu-perf-full"
 PERF_FIXTURE = "gpu_perf"
 DEVICE_FIXTURES = ("gpuperf_device", "gpu")  # "gpu": the old name, kept as an alias
+COUNTERS_FIXTURE = "gpu_counters"
 GPU_MARKERS = frozenset({*arch.SHORTHAND_MARKERS, arch.GENERIC_MARKER})
 MARKERS = {
     options.MARKER: "gpu_perf(**settings): a GPU performance test (skipped without --gpu-perf); keywords override "
@@ -53,13 +54,23 @@ def is_perf_test(item: pytest.Item) -> bool:
 def needs_gpu(item: pytest.Item) -> bool:
     """A test needs the GPU when it uses this plugin's device fixture (not a project's own fixture
     of the same name) or carries an architecture marker."""
+    return _uses_own_fixture(item, DEVICE_FIXTURES) or any(m.name in GPU_MARKERS for m in item.iter_markers())
+
+
+def uses_gpu(item: pytest.Item) -> bool:
+    """What --gpu-perf-gpu-only keeps: perf tests, tests that need the GPU, and the hardware-counter
+    tests (the plugin's gpu_counters fixture, which skips by itself where counters cannot run)."""
+    return is_perf_test(item) or needs_gpu(item) or _uses_own_fixture(item, (COUNTERS_FIXTURE,))
+
+
+def _uses_own_fixture(item: pytest.Item, names: tuple[str, ...]) -> bool:
     info = getattr(item, "_fixtureinfo", None)
-    for name in DEVICE_FIXTURES:
+    for name in names:
         if name in getattr(item, "fixturenames", ()):
             defs = info.name2fixturedefs.get(name, ()) if info is not None else ()
             if defs and getattr(defs[-1].func, "__module__", None) == __name__:
                 return True
-    return any(m.name in GPU_MARKERS for m in item.iter_markers())
+    return False
 
 
 # -- set-up -----------------------------------------------------------------------
@@ -152,7 +163,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if is_perf_test(item) and item.get_closest_marker(options.MARKER) is None:
             item.add_marker(options.MARKER)
     if settings.only or settings.gpu_only:
-        wanted = is_perf_test if settings.only else (lambda item: is_perf_test(item) or needs_gpu(item))
+        wanted = is_perf_test if settings.only else uses_gpu
         kept = [item for item in items if wanted(item)]
         config.hook.pytest_deselected(items=[item for item in items if not wanted(item)])
         items[:] = kept

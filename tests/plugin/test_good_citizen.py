@@ -167,6 +167,9 @@ def test_timed(gpu_perf):
 def test_on_the_device(gpuperf_device):
     pass
 
+def test_counted(gpu_counters):
+    pass
+
 @pytest.mark.sm90
 def test_hopper_only():
     pass
@@ -187,11 +190,11 @@ def test_gpu_only_keeps_the_tests_that_use_the_gpu(pytester: pytest.Pytester, fa
     fake_gpu(cc="9.0", times={"k": 5e-6})
     pytester.makepyfile(GPU_AND_CPU)
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-gpu-only", "-v")
-    result.assert_outcomes(passed=3, deselected=2)
+    result.assert_outcomes(passed=3, skipped=1, deselected=2)  # test_counted: no --gpu-perf-counters
     result.stdout.fnmatch_lines(["*test_timed PASSED*", "*test_on_the_device PASSED*", "*test_hopper_only PASSED*"])
     assert "test_plain" not in result.stdout.str() and "test_own_gpu_fixture" not in result.stdout.str()
     everything = pytester.runpytest("--gpu-perf")
-    everything.assert_outcomes(passed=5)
+    everything.assert_outcomes(passed=5, skipped=1)
 
 
 def test_help_shows_every_default_and_what_each_option_takes(pytester: pytest.Pytester) -> None:
