@@ -524,10 +524,11 @@ class Settings:
                 )
 
     def for_test(self, item: pytest.Item, device_key: str | None = None) -> Settings:
-        """Apply ``@pytest.mark.gpu_perf(...)`` keywords, then those of every
-        ``@pytest.mark.gpu_perf_for(PATTERN, ...)`` whose PATTERN (fnmatch) matches ``device_key``,
-        the GPU's baseline folder name. Unknown keywords and malformed markers are an error naming
-        the test, with or without a device."""
+        """Apply ``@pytest.mark.gpu_perf(...)`` keywords (the closest marker wins), then those of
+        every ``@pytest.mark.gpu_perf_for(PATTERN, ...)`` whose PATTERN (fnmatch, lowercased, as
+        folder names are) matches ``device_key``, the GPU's baseline folder name: on such a GPU a
+        gpu_perf_for keyword wins over gpu_perf's wherever either is placed. Unknown keywords and
+        malformed markers are an error naming the test, with or without a device."""
         overrides: dict[str, Any] = {}
         for mark in reversed(list(item.iter_markers(MARKER))):  # closest marker wins
             if mark.args:
@@ -543,7 +544,7 @@ class Settings:
                     f"(e.g. 'nvidia-h200-*') and keywords, got positional {mark.args!r}"
                 )
             parsed = _parse_keywords(item, GPU_MARKER, mark.kwargs)
-            if device_key is not None and fnmatch.fnmatchcase(device_key, mark.args[0]):
+            if device_key is not None and fnmatch.fnmatchcase(device_key, mark.args[0].lower()):
                 overrides.update(parsed)
         if not overrides:
             return self

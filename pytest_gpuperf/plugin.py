@@ -34,7 +34,8 @@ MARKERS = {
     options.MARKER: "gpu_perf(**settings): a GPU performance test (skipped without --gpu-perf); keywords override "
     "settings for this test: " + ", ".join(sorted(options.PER_TEST_KEYWORDS)),
     options.GPU_MARKER: "gpu_perf_for(pattern, **settings): settings for the GPUs whose baseline folder name "
-    "(e.g. nvidia-h200-sm90-132sm-140gib) matches the fnmatch pattern; applied after gpu_perf(...), so they win there",
+    "(e.g. nvidia-h200-sm90-132sm-140gib) matches the fnmatch pattern; applied after every gpu_perf(...), so on "
+    "those GPUs its keywords win wherever either marker is placed",
     options.FULL_MARKER: "a perf test of the full tier: skipped unless --gpu-perf-full (or a baseline update) asks "
     "for it; for grids too long for every pull request",
     **arch.MARKER_HELP,

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 FAMILIES = ("cluster_reduce", "gemm_schedules", "megakernel", "merge_attn_states", "qkv")
 JOBS = 2  # beside the tests on a 2-core machine; a --gpu-perf run passes --jobs <cores>
+DEVICE_ENV = "GPU_PERF_PREBUILD_DEVICE"  # the CUDA ordinal a --gpu-perf run times on (NVRTC builds for it)
 
 
 def modules() -> dict[str, object]:
@@ -55,10 +56,15 @@ def build_emulator_library(test_file: str, index: int) -> None:
 def load_run_time_module(config_name: str) -> None:
     """The megakernel's NVRTC module for one model shape, as ``Megakernel`` loads it, so CuPy's
     on-disk cache holds it when the test asks (about 30 s of NVRTC each, cold). Needs a GPU."""
-    from kernels.megakernel import config
-    from kernels.megakernel.launch import decode_module, kernel_name
-    from kernels.megakernel.family import VARIANTS
+    import os
 
+    import cupy
+
+    from kernels.megakernel import config
+    from kernels.megakernel.family import VARIANTS
+    from kernels.megakernel.launch import decode_module, kernel_name
+
+    cupy.cuda.Device(int(os.environ.get(DEVICE_ENV, "0"))).use()  # the run's GPU: its arch is in the key
     decode_module(getattr(config, config_name)).get_function(kernel_name(VARIANTS[0]))
 
 

@@ -1,16 +1,16 @@
 """The GEMM suite's regression bands against the H200 runs they were chosen from: replayed through
 the gate's own rule (``regression_verdict``), every A/A check passes and the planted Ping-pong
-slowdown fails. The bands are what ``Settings.for_test`` makes of test_perf.py's own markers, so a
-band changed or moved there is checked here against the same reports."""
+slowdown fails. The bands are what ``Settings.for_test`` makes of the collected tests of
+test_perf.py, so a band changed or moved there is checked here against the same reports."""
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from _pytest.mark.structures import ParameterSet
 
 from pytest_gpuperf.gates.stats import Interval
 from pytest_gpuperf.gates.verdict import Verdict, regression_verdict
@@ -19,6 +19,7 @@ from tests.gemm_schedules import test_perf
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
 H200 = "nvidia-h200-sm90-132sm-140gib"
+H100 = "nvidia-h100-80gb-hbm3-sm90-132sm-79gib"
 A_A = ("2026-11-27-h200-faba-aa1", "2026-11-27-h200-faba-aa2", "2026-11-27-h200-c700-gemm-aa")
 PLANTED = "2026-11-27-h200-c700-gemm-planted-stored"  # Ping-pong 8192^3 12-13% slower
 
@@ -34,29 +35,31 @@ SESSION = Settings(
 )
 
 
-class _Marked:
-    """What ``Settings.for_test`` reads of a collected test: its node id and its markers, closest
-    first (the parameter's, the function's, then the module's), taken from test_perf.py itself."""
+class _Bands:
+    """A pytest plugin for a collect-only run of test_perf.py: each collected test's band per GPU,
+    as the gpu_perf fixture resolves it (``Settings.for_test`` on the real item)."""
 
-    def __init__(self, nodeid: str) -> None:
-        self.nodeid = nodeid
-        name, _, param = nodeid.rpartition("::")[2].partition("[")
-        function = getattr(test_perf, name)
-        marks: list[pytest.Mark] = []
-        for mark in getattr(function, "pytestmark", []):
-            if mark.name == "parametrize":
-                marks += [m for p in mark.args[1] if isinstance(p, ParameterSet) and p.values[0] == param.rstrip("]")
-                          for m in p.marks]
-        marks += list(getattr(function, "pytestmark", [])) + [test_perf.pytestmark]
-        self._marks = [m.mark if hasattr(m, "mark") else m for m in marks]
+    def __init__(self, device_keys: tuple[str, ...]) -> None:
+        self.device_keys = device_keys
+        self.bands: dict[tuple[str, str], float] = {}
 
-    def iter_markers(self, name: str) -> Iterator[pytest.Mark]:
-        return (m for m in self._marks if m.name == name)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            for key in self.device_keys:
+                self.bands[(item.nodeid, key)] = SESSION.for_test(item, key).calibrated_noise
+
+
+@functools.cache
+def _collected_bands() -> dict[tuple[str, str], float]:
+    plugin = _Bands((H200, H100))
+    code = pytest.main(["--collect-only", "-qq", "-p", "no:cacheprovider", str(test_perf.__file__)], plugins=[plugin])
+    assert code == pytest.ExitCode.OK and plugin.bands, code
+    return plugin.bands
 
 
 def calibrated_band(nodeid: str, device_key: str) -> float:
     """The band test_perf.py's markers give this test on this GPU, through the plugin's own rule."""
-    return SESSION.for_test(_Marked(nodeid), device_key).calibrated_noise  # type: ignore[arg-type]
+    return _collected_bands()[(nodeid, device_key)]
 
 
 def replayed(report: str) -> list[tuple[str, Verdict]]:
@@ -92,7 +95,8 @@ def test_the_planted_ping_pong_slowdown_fails_on_h200s() -> None:
 
 
 def test_the_narrow_band_is_for_h200s_only() -> None:
-    assert calibrated_band("x::test_pingpong_vs_cooperative[square8192]", H200) == 0.03
-    assert calibrated_band("x::test_pingpong_vs_cooperative[square8192]", "nvidia-h100-80gb-hbm3-sm90-132sm-79gib") == 0.16
-    assert calibrated_band("x::test_pingpong_vs_cooperative[decode_m128]", H200) == 0.16
-    assert calibrated_band("x::test_faster_schedule_vs_cublas_at_8192", H200) == 0.03
+    perf = "tests/gemm_schedules/test_perf.py::"
+    assert calibrated_band(perf + "test_pingpong_vs_cooperative[square8192]", H200) == 0.03
+    assert calibrated_band(perf + "test_pingpong_vs_cooperative[square8192]", H100) == 0.16
+    assert calibrated_band(perf + "test_pingpong_vs_cooperative[decode_m128]", H200) == 0.16
+    assert calibrated_band(perf + "test_faster_schedule_vs_cublas_at_8192", H200) == 0.03

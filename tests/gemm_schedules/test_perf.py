@@ -37,7 +37,7 @@ pytestmark = pytest.mark.gpu_perf(machine_noise=0.16, calibrated_noise=0.16)
 # -c700-*), so there they are checked with a 3% band. It fails the planted 13% Ping-pong slowdown
 # that the 16% band passed (its interval [1.116, 1.138], replayed from -c700-gemm-planted-stored)
 # and passes every A/A check of those runs. The decode shapes, whose times move with where their
-# buffers land (up to 12.7%), and the irregular one (intervals about 18% wide) keep 16% everywhere.
+# buffers land (up to 12.7%), and the irregular one (intervals reaching about ±18%) keep 16% everywhere.
 NARROW_ON_H200 = pytest.mark.gpu_perf_for("nvidia-h200-*", calibrated_noise=0.03)
 NARROW_SHAPES = ("square4096", "square6144", "square8192", "k_heavy")
 

@@ -159,7 +159,7 @@ import pytest
 from pytest_gpuperf import Variant
 
 @pytest.mark.gpu_perf(machine_noise=0.16, calibrated_noise=0.16)
-@pytest.mark.gpu_perf_for("fake-gpu-sm90-*", calibrated_noise=0.03)
+@pytest.mark.gpu_perf_for("Fake-GPU-sm90-*", calibrated_noise=0.03)  # matched lowercased
 @pytest.mark.gpu_perf_for("nvidia-h100-*", calibrated_noise=0.5)
 def test_band(gpu_perf):
     gpu_perf.measure(Variant("k", lambda: None))

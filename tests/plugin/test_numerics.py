@@ -45,3 +45,14 @@ def test_a_shape_mismatch_fails_even_with_equal_bytes() -> None:
     e = reference()
     with pytest.raises(AssertionError, match="shape"):
         assert_close(e.reshape(10, 100), e, **EXACT)
+
+
+def test_a_nonsensical_tolerance_is_still_refused_for_an_exact_copy() -> None:
+    e = reference()
+    with pytest.raises(AssertionError, match="exceeds the tolerance"):
+        assert_close(e.copy(), e, max_rel_l2=-1.0)
+
+
+def test_a_strided_view_equal_bit_for_bit_passes() -> None:
+    e = np.arange(24, dtype=np.float32).reshape(4, 6)
+    assert assert_close(np.asfortranarray(e)[:, ::2], e[:, ::2], **EXACT) == 0.0
