@@ -75,7 +75,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     root = str(HERE.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     if settings.device.isdigit():  # --gpu-perf-device N; "auto" without xdist is device 0
-        env["GPU_PERF_PREBUILD_DEVICE"] = settings.device
+        from tests.prebuild import DEVICE_ENV
+
+        env[DEVICE_ENV] = settings.device
     jobs = (os.cpu_count() or 2) if timing else 2
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "prebuild.py"), "--jobs", str(jobs), *tasks],

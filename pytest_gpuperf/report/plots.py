@@ -1157,6 +1157,11 @@ def _verdict_cell(verdict: str) -> str:
     return f'<td style="color:{colour};font-weight:600">{_e(verdict)}</td>'
 
 
+def _result_cells(what: str, value: str, interval: str, required: str, verdict: str) -> str:
+    """One result's cells of the family table (already escaped), its verdict coloured."""
+    return f"<td>{what}</td><td>{value}</td><td>{interval}</td><td>{required}</td>" + _verdict_cell(verdict)
+
+
 def _family_table(tests: Sequence[Mapping[str, Any]]) -> str:
     rows = [
         "<tr><th>test</th><th>outcome</th><th>what</th><th>value</th><th>interval</th><th>required</th><th>verdict</th></tr>"
@@ -1167,17 +1172,25 @@ def _family_table(tests: Sequence[Mapping[str, Any]]) -> str:
         for c in t.get("comparisons", []):
             need = "none (report)" if c.get("at_least") is None else f"&ge; {c['at_least']:.3f}x"
             entries.append(
-                f"<td>speedup {_e(c['fast'])} vs {_e(c['baseline'])}</td><td>{c['speedup']:.4g}x</td>"
-                f"<td>[{c['ci_low']:.4g}, {c['ci_high']:.4g}]</td><td>{need}</td>"
-                + _verdict_cell(str(c.get("verdict", "")))
+                _result_cells(
+                    f"speedup {_e(c['fast'])} vs {_e(c['baseline'])}",
+                    f"{c['speedup']:.4g}x",
+                    f"[{c['ci_low']:.4g}, {c['ci_high']:.4g}]",
+                    need,
+                    str(c.get("verdict", "")),
+                )
             )
         for m in t.get("measurements", []):
             s = m["measurement"]
             delta = baseline_delta(m) + (" vs baseline" if m.get("regression") else "")
             entries.append(
-                f"<td>median {_e(s['name'])}</td><td>{_e(fmt_time(s['median_s']))}</td>"
-                f"<td>[{_e(fmt_time(s['ci_low_s']))}, {_e(fmt_time(s['ci_high_s']))}]</td><td>{_e(delta)}</td>"
-                + _verdict_cell(str(m.get("verdict", "")))
+                _result_cells(
+                    f"median {_e(s['name'])}",
+                    _e(fmt_time(s["median_s"])),
+                    f"[{_e(fmt_time(s['ci_low_s']))}, {_e(fmt_time(s['ci_high_s']))}]",
+                    _e(delta),
+                    str(m.get("verdict", "")),
+                )
             )
         for f in t.get("figures", []):
             value = f["value"]
