@@ -121,6 +121,11 @@ PERF_SHAPES: dict[str, tuple[int, int, int]] = {
     "irregular": (3001, 5000, 4104),  # no dimension a multiple of any tile; K has a partial k-block
 }
 
+# Shapes whose perf tests time each variant over this many separately allocated input copies,
+# cycled launch by launch (Variant rotations): a decode GEMM's time depends on where its inputs
+# landed in device memory, so one allocation's time is not the kernel's (README, "Input placement").
+PLACEMENT_COPIES: dict[str, int] = {"decode_m16": 8, "decode_m128": 8}
+
 # The launch each perf test uses, per shape and variant; DEFAULT_LAUNCH where a shape is not listed.
 # From sweep.py on an H200 (2026-11-21, evidence/2026-11-21-h200-sweep-gemm_schedules.json.gz;
 # each launch timed on its own, cold-L2 mode), which swept raster x swizzle at 8192^3 only: the

@@ -3,7 +3,8 @@ skipped without --gpu-perf). Each schedule launches with the tile-scheduler sett
 gives for the shape (the fastest the sweep measured, else CUTLASS's defaults)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from kernels.gemm_schedules.family import (
     FAMILY,
     FASTER_SCHEDULE,
     PERF_SHAPES,
+    PLACEMENT_COPIES,
     SPEEDUP_MARGINS,
     VARIANTS,
     perf_launch,
@@ -56,18 +58,27 @@ def assert_nothing_escaped(after: str) -> None:
 
 
 def make_variants(shape: str, load_gemm: Callable[[str], Any], names: tuple[str, ...], seed: int) -> dict[str, Variant]:
-    """``names`` (schedules of VARIANTS, or "cublas") on one problem: random device inputs, shared output."""
+    """``names`` (schedules of VARIANTS, or "cublas") on one problem: random device inputs, shared
+    output; on a shape in PLACEMENT_COPIES, on that many problems, each variant cycling through them."""
     from kernels.gemm_schedules.problem import GemmProblem
 
-    problem = GemmProblem.random(*PERF_SHAPES[shape], seed=seed)
-    launchers = {}
+    copies = PLACEMENT_COPIES.get(shape, 1)
+    problems = [GemmProblem.random(*PERF_SHAPES[shape], seed=seed + 1000 * i) for i in range(copies)]
+    variants = {}
     for name in names:
         if name == "cublas":
-            launchers[name] = problem.cublas().launch
+            launches = [problem.cublas().launch for problem in problems]
         else:
             launch = perf_launch(shape, name)
-            launchers[name] = problem.plan(load_gemm(name), max_swizzle=launch.swizzle, raster=launch.raster).launch
-    return {name: Variant(name, fn, bytes=problem.bytes, flops=problem.flops) for name, fn in launchers.items()}
+            library = load_gemm(name)
+            launches = [
+                problem.plan(library, max_swizzle=launch.swizzle, raster=launch.raster).launch for problem in problems
+            ]
+        rotations = tuple(launches) if copies > 1 else ()
+        variants[name] = Variant(
+            name, launches[0], bytes=problems[0].bytes, flops=problems[0].flops, rotations=rotations
+        )
+    return variants
 
 
 @pytest.mark.sm90(exact=True)  # sm_90a code runs on compute capability 9.0 only
