@@ -42,6 +42,23 @@ pytestmark = pytest.mark.gpu_perf(machine_noise=0.16, calibrated_noise=0.16)
 # buffers land (up to 12.7%), and the irregular one (intervals reaching about ±18%) keep 16% everywhere.
 NARROW_ON_H200 = pytest.mark.gpu_perf_for("nvidia-h200-*", calibrated_noise=0.03)
 NARROW_SHAPES = ("square4096", "square6144", "square8192", "k_heavy")
+# The decode shapes' Ping-pong and Cooperative moved together from machine to machine by more than
+# 16%: on one H100 (GPU-d9273cd3, 2026-11-27, commit 92b95d3) both ran 16-21% slower than the stored
+# baseline from another H100 in calibrated time, in two runs, while cuBLAS and decode_m128 ran at par
+# (evidence/2026-11-27-h100-d927-gpuonly.json.gz); across 13 H100s and 6 H200s their calibrated
+# times span up to 1.23x. So against stored baselines these check with a 30% band; their ratio (the
+# speedup claim) holds within 1% on every machine, and --gpu-perf-against checks them precisely.
+WIDE_SHAPES = {"decode_m16", "decode_m128"}
+WIDE = pytest.mark.gpu_perf(machine_noise=0.30, calibrated_noise=0.30)
+
+
+def shape_param(shape: str) -> Any:
+    """The shape as a test parameter, with its regression band where it differs from the module's."""
+    if shape in NARROW_SHAPES:
+        return pytest.param(shape, marks=NARROW_ON_H200)
+    if shape in WIDE_SHAPES:
+        return pytest.param(shape, marks=WIDE)
+    return shape
 
 
 def assert_nothing_escaped(after: str) -> None:
@@ -82,9 +99,7 @@ def make_variants(shape: str, load_gemm: Callable[[str], Any], names: tuple[str,
 
 
 @pytest.mark.sm90(exact=True)  # sm_90a code runs on compute capability 9.0 only
-@pytest.mark.parametrize(
-    "shape", [pytest.param(shape, marks=NARROW_ON_H200) if shape in NARROW_SHAPES else shape for shape in PERF_SHAPES]
-)
+@pytest.mark.parametrize("shape", [shape_param(shape) for shape in PERF_SHAPES])
 def test_pingpong_vs_cooperative(gpu_perf: GpuPerf, load_gemm: Callable[[str], Any], shape: str) -> None:
     """The note's claim, per shape: Ping-pong at least as fast as Cooperative. Each shape's margin
     is what was measured there; below 1 where Cooperative wins (the note does not hold)."""
