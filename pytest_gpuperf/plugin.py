@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf import arch, hookspecs, options
+from pytest_gpuperf import arch, gpu_sharing, hookspecs, options
 from pytest_gpuperf.device import DeviceInfo
 from pytest_gpuperf.errors import GpuPerfUsageError
 from pytest_gpuperf.run_hooks import ROLE_KEY, RunHooks
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.fixture import GpuPerf
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
+SHARED_KEY = pytest.StashKey[bool]()
 PERF_OFF = SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf"
 FULL_OFF = SKIP_PREFIX + "perf test of the full tier (gpu_perf_full): run with --gpu-perf-full"
 PERF_FIXTURE = "gpu_perf"
@@ -135,6 +136,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"CuPy {device.cupy_version or '?'}; cache mode {s.settings.cache}; baselines: "
         f"{s.settings.baselines_dir / device.key}",
     ]
+    if _shares_gpus(config):
+        lines.append(gpu_sharing.header_line(config, s.gpu_count()))
     if s.settings.update_baselines:
         lines.append(
             f"gpu-perf: --gpu-perf-update-baselines: this run's measurements replace the stored baselines of {device.key}"
@@ -168,6 +171,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kept = [item for item in items if wanted(item)]
         config.hook.pytest_deselected(items=[item for item in items if not wanted(item)])
         items[:] = kept
+
+
+def _shares_gpus(config: pytest.Config) -> bool:
+    """A timed xdist run with more workers than GPUs (gpu_sharing), decided once per process."""
+    if SHARED_KEY not in config.stash:
+        s = _session(config)
+        timed_xdist = s.settings.enabled and gpu_sharing.worker_count(config) > 1
+        config.stash[SHARED_KEY] = timed_xdist and gpu_sharing.shares_gpus(config, s.gpu_count())
+    return config.stash[SHARED_KEY]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Where workers share a GPU, a test that uses it holds it from set-up to teardown."""
+    if not (_shares_gpus(item.config) and uses_gpu(item)):
+        return (yield)
+    with _session(item.config).gpu_lock():
+        return (yield)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -72,6 +72,7 @@ class GpuPerfSession:
     _backend: TimingBackend | None = None
     _copy_bandwidth: float | None = None
     _against: Any = None
+    _gpu_lock_depth: int = 0
 
     def __post_init__(self) -> None:
         self.not_recorded: list[str] = []  # measurements an update left out, and why
@@ -96,11 +97,17 @@ class GpuPerfSession:
     # -- device and backend -------------------------------------------------------
     @property
     def ordinal(self) -> int:
-        hook = self.config.hook
-        count = hook.pytest_gpuperf_device_count(config=self.config)
-        if count is None and self.settings.device == "auto" and worker_index() is not None:
-            count = _cuda_device_count()
+        count = None
+        if self.settings.device == "auto" and worker_index() is not None:
+            count = self.gpu_count()
+        else:
+            count = self.config.hook.pytest_gpuperf_device_count(config=self.config)
         return select_ordinal(self.settings.device, worker_index(), count)
+
+    def gpu_count(self) -> int | None:
+        """How many GPUs this process sees: the hook's answer, else CUDA's (None when unknown)."""
+        count = self.config.hook.pytest_gpuperf_device_count(config=self.config)
+        return count if count is not None else _cuda_device_count()
 
     @property
     def device(self) -> DeviceInfo | NoDevice:
@@ -131,13 +138,25 @@ class GpuPerfSession:
     @contextlib.contextmanager
     def gpu_lock(self) -> Iterator[None]:
         """Hold the GPU for timing: two processes never time on one GPU at once. A wait longer
-        than GPU_LOCK_TIMEOUT_S raises LockTimeoutError naming the lock file and its holder."""
+        than GPU_LOCK_TIMEOUT_S raises LockTimeoutError naming the lock file and its holder.
+        Re-entrant: a measurement inside a test that holds the GPU (gpu_sharing) goes through."""
+        if self._gpu_lock_depth:
+            self._gpu_lock_depth += 1
+            try:
+                yield
+            finally:
+                self._gpu_lock_depth -= 1
+            return
         device = self.device
         ident = (device.uuid or device.pci_bus_id or str(device.ordinal)) if isinstance(device, DeviceInfo) else "none"
         from pytest_gpuperf.store.locks import hold
 
         with hold(gpu_lock_path(ident), timeout_s=GPU_LOCK_TIMEOUT_S, purpose=f"timing on GPU {ident}"):
-            yield
+            self._gpu_lock_depth = 1
+            try:
+                yield
+            finally:
+                self._gpu_lock_depth = 0
 
     @property
     def against(self) -> Any:

@@ -6,9 +6,10 @@ emulator's libraries of the default run (see that file). The tests then find the
 the build cache, or wait on its lock for the build in progress.
 
 Without --gpu-perf the builds run in the background, two at a time, beside the other tests.
-With --gpu-perf they run on every core and are waited for before the first test, so no compile
-runs beside a measurement; under xdist with --gpu-perf (other workers may be timing already)
-there is no prebuild. GPU_PERF_TESTS_PREBUILD=0 turns it off.
+With --gpu-perf in one process they run on every core and are waited for before the first test,
+so no compile runs beside a measurement; under xdist with --gpu-perf the other workers' tests
+compile beside the measurements anyway, so gw0 runs the builds in the background on half the
+cores. GPU_PERF_TESTS_PREBUILD=0 turns it off.
 """
 from __future__ import annotations
 
@@ -62,8 +63,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     settings = Settings.from_config(config)
     timing = settings.enabled
-    if timing and worker is not None:  # other workers may be timing already: no builds beside them
-        return
+    # Under xdist the other workers' tests compile beside the measurements anyway, so the builds run
+    # in the background there, on half the cores; only a lone timed process waits for them.
+    background = not timing or worker is not None
     if os.environ.get(OFF_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
         return
     try:
@@ -78,7 +80,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from tests.prebuild import DEVICE_ENV
 
         env[DEVICE_ENV] = settings.device
-    jobs = (os.cpu_count() or 2) if timing else 2
+    cores = os.cpu_count() or 2
+    jobs = 2 if not timing else max(2, cores // 2) if background else cores
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "prebuild.py"), "--jobs", str(jobs), *tasks],
         cwd=os.getcwd(),  # the build cache's key holds the working folder: the tests' own
@@ -88,7 +91,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # its own process group, so the nvcc it runs can be stopped with it
     )
-    if not timing:
+    if background:
         config.stash[PREBUILD_KEY] = proc
         return
     began = time.monotonic()

@@ -21,7 +21,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"report", "bench", "live_status", "hookspecs"}),
     frozenset({"roofline", "cli"}),
     frozenset({"session"}),
-    frozenset({"fixture", "counters", "compile", "run_hooks", "benchmark_interop"}),
+    frozenset({"fixture", "counters", "compile", "run_hooks", "benchmark_interop", "gpu_sharing"}),
     frozenset({"plugin", "__init__"}),
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}

@@ -33,6 +33,81 @@ def test_xdist_gives_each_worker_its_own_gpu_and_merges_results(
     assert set(stored["entries"]) == {f"test_kernel[{i}]::k" for i in range(8)}
 
 
+SHARED_GPU_TESTS = """
+import os, pathlib, time
+import pytest
+from pytest_gpuperf import Variant
+
+def note(name, start, end):
+    pathlib.Path("ran").mkdir(exist_ok=True)
+    pathlib.Path("ran", name).write_text(f"{os.environ['PYTEST_XDIST_WORKER']} {start} {end}")
+
+@pytest.mark.parametrize("i", range(4))
+def test_timed(gpu_perf, i):
+    start = time.monotonic()
+    gpu_perf.measure(Variant("k", lambda: None))
+    time.sleep(0.2)
+    note(f"gpu-timed{i}", start, time.monotonic())
+
+@pytest.mark.parametrize("i", range(4))
+def test_on_the_device(gpuperf_device, i):
+    start = time.monotonic()
+    time.sleep(0.3)
+    note(f"gpu-device{i}", start, time.monotonic())
+
+@pytest.mark.parametrize("i", range(4))
+def test_cpu_only(i):
+    start = time.monotonic()
+    time.sleep(0.3)
+    note(f"cpu{i}", start, time.monotonic())
+"""
+
+
+def spans(pytester: pytest.Pytester, prefix: str) -> list[tuple[str, float, float]]:
+    found = []
+    for path in (pytester.path / "ran").iterdir():
+        if path.name.startswith(prefix):
+            worker, start, end = path.read_text().split()
+            found.append((worker, float(start), float(end)))
+    return sorted(found, key=lambda span: span[1])
+
+
+def overlapping(found: list[tuple[str, float, float]]) -> bool:
+    return any(later[1] < earlier[2] for earlier, later in zip(found, found[1:]))
+
+
+def test_workers_sharing_a_gpu_run_its_tests_one_at_a_time(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    pytest.importorskip("xdist")
+    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="1", TMPDIR=str(tmp_path_factory.mktemp("locks")))
+    pytester.makepyfile(test_mixed=SHARED_GPU_TESTS)
+    result = pytester.runpytest_subprocess("-n", "4", "--gpu-perf")
+    result.assert_outcomes(passed=12)
+    result.stdout.fnmatch_lines(["gpu-perf: 4 xdist workers share 1 GPU(s): each test that uses a GPU holds it*"])
+    gpu = spans(pytester, "gpu-")
+    assert len({worker for worker, _, _ in gpu}) > 1, "the GPU tests should still be spread over the workers"
+    assert not overlapping(gpu), f"GPU tests ran at the same time: {gpu}"
+    assert overlapping(sorted(spans(pytester, "cpu") + gpu, key=lambda span: span[1])), "the others should run beside them"
+
+
+def test_gpu_tests_overlap_without_timing_or_with_a_gpu_per_worker(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    pytest.importorskip("xdist")
+    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="1", TMPDIR=str(tmp_path_factory.mktemp("locks")))
+    pytester.makepyfile(test_mixed=SHARED_GPU_TESTS)
+    untimed = pytester.runpytest_subprocess("-n", "4")
+    untimed.assert_outcomes(passed=8, skipped=4)
+    assert "share 1 GPU" not in untimed.stdout.str()
+    assert overlapping(spans(pytester, "gpu-device"))
+    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="4", TMPDIR=str(tmp_path_factory.mktemp("locks")))
+    one_each = pytester.runpytest_subprocess("-n", "4", "--gpu-perf")
+    one_each.assert_outcomes(passed=12)
+    assert "share" not in one_each.stdout.str()
+    assert overlapping(spans(pytester, "gpu-"))
+
+
 def test_gpu_results_land_in_pytest_benchmark_json(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
     fake_gpu(times={"fast": 10e-6, "slow": 12e-6})
     pytester.makepyfile(
