@@ -22,6 +22,10 @@ H200 = "nvidia-h200-sm90-132sm-140gib"
 H100 = "nvidia-h100-80gb-hbm3-sm90-132sm-79gib"
 A_A = ("2026-11-27-h200-faba-aa1", "2026-11-27-h200-faba-aa2", "2026-11-27-h200-c700-gemm-aa")
 PLANTED = "2026-11-27-h200-c700-gemm-planted-stored"  # Ping-pong 8192^3 12-13% slower
+# Run on an H200 with these bands in force (GPU-bb937f46, after the bands were chosen): the suite
+# twice, and the planted Ping-pong slowdown once.
+H200_A_A_RUN = ("2026-11-27-h200-bb93-gpuonly", "2026-11-27-h200-bb93-whole-nauto")
+H200_PLANTED_RUN = "2026-11-27-h200-bb93-gemm-planted-stored"
 H100_A_A = ("2026-11-27-h100-59be-gemm-aa1", "2026-11-27-h100-59be-gemm-aa2")
 H100_PLANTED = "2026-11-27-h100-59be-gemm-planted-stored"
 H100_SLOW_DECODE = "2026-11-27-h100-d927-gpuonly"  # decode GEMMs 16-21% over the stored H100 baselines
@@ -128,4 +132,28 @@ def test_the_decode_shapes_pass_on_the_h100_where_a_16_percent_band_false_alarme
     narrow = replayed(H100_SLOW_DECODE, band_of=lambda nodeid, band: min(band, 0.16))
     assert [name for name, verdict in narrow if verdict is Verdict.FAIL] == [
         "tests/gemm_schedules/test_perf.py::test_pingpong_vs_cooperative[decode_m16]::cooperative"
+    ]
+
+
+@pytest.mark.parametrize("report", H200_A_A_RUN)
+def test_the_bands_held_in_force_on_another_h200(report: str) -> None:
+    data = json.loads(gzip.decompress((EVIDENCE / f"{report}.json.gz").read_bytes()))
+    checks = [
+        (m["key"], m["regression"])
+        for test in data["tests"]
+        if test["nodeid"].startswith("tests/gemm_schedules/test_perf.py::")
+        for m in test["measurements"]
+        if m.get("regression")
+    ]
+    assert len(checks) == 23
+    assert [key for key, check in checks if check["verdict"] != "pass"] == []
+    assert {check["band"] for key, check in checks if "square8192" in key} == {0.03}
+    assert [v for v in replayed(report) if v[1] is not Verdict.PASS] == []
+
+
+def test_the_planted_slowdown_failed_on_another_h200_with_the_bands_in_force() -> None:
+    failed = sorted(name for name, verdict in replayed(H200_PLANTED_RUN) if verdict is Verdict.FAIL)
+    assert failed == [
+        "tests/gemm_schedules/test_perf.py::test_faster_schedule_vs_cublas_at_8192::pingpong",
+        "tests/gemm_schedules/test_perf.py::test_pingpong_vs_cooperative[square8192]::pingpong",
     ]
