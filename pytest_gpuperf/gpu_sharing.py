@@ -10,6 +10,12 @@ reach them, while the tests that use no GPU run on every worker beside them. The
 one measurements take (re-entrant within a process), so a test's own measurements go through.
 
 With as many workers as GPUs or fewer, or without ``--gpu-perf``, nothing is held.
+
+Under ``--dist load`` (xdist's default) the tests of one module land on many workers, and each
+worker sets up the module's fixtures again, inside the hold where they touch the GPU (a model
+loaded, kernels compiled); ``--dist loadfile`` keeps a module on one worker. xdist's
+``loadgroup`` is not used: with pytest 9.2 its groups are silently ignored (pytest-xdist
+issue 1386).
 """
 
 from __future__ import annotations
@@ -34,7 +40,10 @@ def shares_gpus(config: pytest.Config, gpu_count: int | None) -> bool:
 
 
 def header_line(config: pytest.Config, gpu_count: int | None) -> str:
-    return (
+    line = (
         f"gpu-perf: {worker_count(config)} xdist workers share {gpu_count or 1} GPU(s): each test that uses a GPU "
         "holds it from set-up to teardown, so those run one at a time per GPU and the others beside them"
     )
+    if getattr(config.option, "dist", None) == "load":
+        line += "; --dist loadfile sets a module's GPU fixtures up once instead of once per worker, inside the hold"
+    return line

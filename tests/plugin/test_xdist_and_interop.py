@@ -84,7 +84,9 @@ def test_workers_sharing_a_gpu_run_its_tests_one_at_a_time(
     pytester.makepyfile(test_mixed=SHARED_GPU_TESTS)
     result = pytester.runpytest_subprocess("-n", "4", "--gpu-perf")
     result.assert_outcomes(passed=12)
-    result.stdout.fnmatch_lines(["gpu-perf: 4 xdist workers share 1 GPU(s): each test that uses a GPU holds it*"])
+    result.stdout.fnmatch_lines(
+        ["gpu-perf: 4 xdist workers share 1 GPU(s): each test that uses a GPU holds it*--dist loadfile sets*"]
+    )
     gpu = spans(pytester, "gpu-")
     assert len({worker for worker, _, _ in gpu}) > 1, "the GPU tests should still be spread over the workers"
     assert not overlapping(gpu), f"GPU tests ran at the same time: {gpu}"
