@@ -7,9 +7,9 @@ the build cache, or wait on its lock for the build in progress.
 
 Without --gpu-perf the builds run in the background, two at a time, beside the other tests.
 With --gpu-perf in one process they run on every core and are waited for before the first test,
-so no compile runs beside a measurement; under xdist with --gpu-perf the other workers' tests
-compile beside the measurements anyway, so gw0 runs the builds in the background on half the
-cores. GPU_PERF_TESTS_PREBUILD=0 turns it off.
+so no compile runs beside a measurement; under xdist with --gpu-perf gw0 runs them on every core
+in the background, the tests that use no GPU run meanwhile, and each worker's first GPU test
+waits until they have ended (a marker file in the run's temporary folder). GPU_PERF_TESTS_PREBUILD=0 turns it off.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 OFF_ENV = "GPU_PERF_TESTS_PREBUILD"
 PREBUILD_KEY = pytest.StashKey[subprocess.Popen]()
+PREBUILD_WAITED_KEY = pytest.StashKey[bool]()  # False once this process needs no more waiting
 FINISH_WAIT_S = 900.0  # at most this long after the last test: longer than any build here, cold
 
 
@@ -63,16 +65,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     settings = Settings.from_config(config)
     timing = settings.enabled
-    # Under xdist the other workers' tests compile beside the measurements anyway, so the builds run
-    # in the background there, on half the cores; only a lone timed process waits for them.
+    # Under xdist with --gpu-perf the builds run in the background on every core while the tests
+    # that use no GPU run; each worker's GPU tests wait for them (pytest_runtest_protocol below).
     background = not timing or worker is not None
-    if os.environ.get(OFF_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
-        return
+    done = _prebuild_done_marker(config) if timing and worker is not None else None
     try:
-        tasks = _prebuild_tasks(settings.static_archs, session.items, on_gpu=timing)
+        tasks = [] if _prebuild_off() else _prebuild_tasks(settings.static_archs, session.items, on_gpu=timing)
     except Exception:  # noqa: BLE001 - only an optimisation: the tests build what they need
-        return
+        tasks = []
     if not tasks:
+        if done is not None:
+            done.touch()
         return
     root = str(HERE.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
@@ -80,8 +83,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from tests.prebuild import DEVICE_ENV
 
         env[DEVICE_ENV] = settings.device
-    cores = os.cpu_count() or 2
-    jobs = 2 if not timing else max(2, cores // 2) if background else cores
+    jobs = (os.cpu_count() or 2) if timing else 2
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "prebuild.py"), "--jobs", str(jobs), *tasks],
         cwd=os.getcwd(),  # the build cache's key holds the working folder: the tests' own
@@ -93,6 +95,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     )
     if background:
         config.stash[PREBUILD_KEY] = proc
+        if done is not None:
+            threading.Thread(target=_mark_when_done, args=(proc, done), daemon=True).start()
         return
     began = time.monotonic()
     try:
@@ -105,6 +109,52 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             f"tests/prebuild.py: {len(tasks)} builds for the selected tests on {jobs} cores in "
             f"{time.monotonic() - began:.0f} s, before any timing"
         )
+
+
+def _prebuild_off() -> bool:
+    return os.environ.get(OFF_ENV, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def _prebuild_done_marker(config: pytest.Config) -> Path:
+    """The file gw0 creates once the prebuild has ended, in the run's own temporary folder (the
+    parent of every worker's basetemp), which only this user can write."""
+    return Path(config._tmp_path_factory.getbasetemp()).parent / "tests-prebuild.done"  # type: ignore[attr-defined]
+
+
+def _mark_when_done(proc: subprocess.Popen, done: Path) -> None:
+    try:
+        proc.wait(timeout=FINISH_WAIT_S)
+    except subprocess.TimeoutExpired:
+        pass
+    done.touch()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside the plugin's hold of a shared GPU
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Under xdist with --gpu-perf, a worker's first test that uses the GPU waits for gw0's
+    prebuild, so no GPU test holds the GPU while it compiles, and none times beside the builds."""
+    config = item.config
+    if config.stash.get(PREBUILD_WAITED_KEY, True) and _waits_for_prebuild(item):
+        marker = _prebuild_done_marker(config)
+        deadline = time.monotonic() + FINISH_WAIT_S
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        config.stash[PREBUILD_WAITED_KEY] = False
+    return (yield)
+
+
+def _waits_for_prebuild(item: pytest.Item) -> bool:
+    from pytest_gpuperf.options import Settings
+    from pytest_gpuperf.plugin import uses_gpu
+
+    config = item.config
+    if getattr(config, "workerinput", None) is None or config.option.collectonly:
+        config.stash[PREBUILD_WAITED_KEY] = False
+        return False
+    if not Settings.from_config(config).enabled:
+        config.stash[PREBUILD_WAITED_KEY] = False
+        return False
+    return uses_gpu(item)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
