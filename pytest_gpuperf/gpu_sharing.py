@@ -3,13 +3,15 @@
 Workers that share a GPU (``--gpu-perf-device auto`` gives worker ``gwI`` GPU ``I mod count``)
 would otherwise run their correctness tests beside each other's measurements, and those
 measurements would be reported as contended: the per-GPU lock kept two *measurements* apart,
-not a measurement and another worker's test. So when a timed run has more workers than GPUs,
-every test that uses a GPU (what ``--gpu-perf-gpu-only`` keeps) holds its GPU's lock from
-set-up to teardown. The GPU tests then run one at a time per GPU, in whatever order the workers
-reach them, while the tests that use no GPU run on every worker beside them. The lock is the
-one measurements take (re-entrant within a process), so a test's own measurements go through.
+not a measurement and another worker's test. So when a timed run has more workers than GPUs, or
+gives them all one GPU (``--gpu-perf-device N``), every test that uses a GPU (what
+``--gpu-perf-gpu-only`` keeps) holds its GPU's lock from its set-up, once it is known not to be
+skipped, to the end of its teardown. The GPU tests then run one at a time per GPU, in whatever
+order the workers reach them, while the tests that use no GPU run on every worker beside them.
+The lock is the one measurements take (re-entrant in the thread that holds it), so a test's own
+measurements go through. A lock that cannot be taken fails that test, with the reason.
 
-With as many workers as GPUs or fewer, or without ``--gpu-perf``, nothing is held.
+With as many workers as GPUs or fewer, each on its own, or without ``--gpu-perf``, nothing is held.
 
 Under ``--dist load`` (xdist's default) the tests of one module land on many workers, and each
 worker sets up the module's fixtures again, inside the hold where they touch the GPU (a model
@@ -31,12 +33,19 @@ def worker_count(config: pytest.Config) -> int:
     if workerinput is not None:
         return int(workerinput.get(WORKER_COUNT_KEY, 0))
     count = getattr(config.option, "numprocesses", None)
-    return count if isinstance(count, int) and getattr(config.option, "dist", "no") != "no" else 0
+    if not isinstance(count, int) or getattr(config.option, "dist", "no") == "no":
+        return 0
+    most = getattr(config.option, "maxprocesses", None)
+    return min(count, most) if isinstance(most, int) and most > 0 else count
 
 
-def shares_gpus(config: pytest.Config, gpu_count: int | None) -> bool:
-    """Whether workers outnumber the GPUs (``gpu_count`` None, unknown, counts as one)."""
-    return worker_count(config) > (gpu_count or 1)
+def shares_gpus(config: pytest.Config, gpu_count: int | None, device_setting: str = "auto") -> bool:
+    """Whether workers outnumber the GPUs (``gpu_count`` None, unknown, counts as one), or every
+    worker was given the same GPU (``--gpu-perf-device N``)."""
+    workers = worker_count(config)
+    if device_setting != "auto":
+        return workers > 1
+    return workers > (gpu_count or 1)
 
 
 def header_line(config: pytest.Config, gpu_count: int | None) -> str:

@@ -8,13 +8,14 @@ imports no NumPy, CUDA or framework package (CUDA is probed only when a test nee
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_gpuperf import arch, gpu_sharing, hookspecs, options
 from pytest_gpuperf.device import DeviceInfo
-from pytest_gpuperf.errors import GpuPerfUsageError
+from pytest_gpuperf.errors import GpuPerfError, GpuPerfUsageError
 from pytest_gpuperf.run_hooks import ROLE_KEY, RunHooks
 from pytest_gpuperf.session import SKIP_PREFIX, GpuPerfSession
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
 SHARED_KEY = pytest.StashKey[bool]()
+HOLD_KEY = pytest.StashKey[contextlib.ExitStack]()
 PERF_OFF = SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf"
 FULL_OFF = SKIP_PREFIX + "perf test of the full tier (gpu_perf_full): run with --gpu-perf-full"
 PERF_FIXTURE = "gpu_perf"
@@ -137,7 +139,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"{s.settings.baselines_dir / device.key}",
     ]
     if _shares_gpus(config):
-        lines.append(gpu_sharing.header_line(config, s.gpu_count()))
+        lines.append(gpu_sharing.header_line(config, 1 if s.settings.device != "auto" else s.gpu_count()))
     if s.settings.update_baselines:
         lines.append(
             f"gpu-perf: --gpu-perf-update-baselines: this run's measurements replace the stored baselines of {device.key}"
@@ -174,21 +176,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _shares_gpus(config: pytest.Config) -> bool:
-    """A timed xdist run with more workers than GPUs (gpu_sharing), decided once per process."""
+    """A timed xdist run whose workers share GPUs (gpu_sharing), decided once per process."""
     if SHARED_KEY not in config.stash:
         s = _session(config)
         timed_xdist = s.settings.enabled and gpu_sharing.worker_count(config) > 1
-        config.stash[SHARED_KEY] = timed_xdist and gpu_sharing.shares_gpus(config, s.gpu_count())
+        config.stash[SHARED_KEY] = timed_xdist and gpu_sharing.shares_gpus(
+            config, None if s.settings.device != "auto" else s.gpu_count(), s.settings.device
+        )
     return config.stash[SHARED_KEY]
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """Where workers share a GPU, a test that uses it holds it from set-up to teardown."""
-    if not (_shares_gpus(item.config) and uses_gpu(item)):
+def _hold_shared_gpu(item: pytest.Item, s: GpuPerfSession) -> None:
+    """Where workers share a GPU, a test that uses it holds it from here (its set-up, once it is
+    known not to skip) to the end of its teardown."""
+    if not (uses_gpu(item) and _shares_gpus(item.config)):
+        return
+    hold = contextlib.ExitStack()
+    try:
+        hold.enter_context(s.gpu_lock())
+    except GpuPerfError as exc:
+        pytest.fail(f"gpu-perf: could not take the shared GPU for this test: {exc}", pytrace=False)
+    item.stash[HOLD_KEY] = hold
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: released after every fixture's teardown
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    try:
         return (yield)
-    with _session(item.config).gpu_lock():
-        return (yield)
+    finally:
+        hold = item.stash.get(HOLD_KEY, None)
+        if hold is not None:
+            del item.stash[HOLD_KEY]
+            hold.close()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -208,6 +227,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.skip(SKIP_PREFIX + reason)
     if perf and item.get_closest_marker(options.FULL_MARKER) and not (s.settings.full or s.settings.update_baselines):
         pytest.skip(FULL_OFF)
+    _hold_shared_gpu(item, s)
 
 
 # -- fixtures ---------------------------------------------------------------------

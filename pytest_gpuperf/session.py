@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ class GpuPerfSession:
     _backend: TimingBackend | None = None
     _copy_bandwidth: float | None = None
     _against: Any = None
+    _gpu_lock_owner: int | None = None  # the thread holding the GPU lock, and how deeply
     _gpu_lock_depth: int = 0
 
     def __post_init__(self) -> None:
@@ -139,8 +141,9 @@ class GpuPerfSession:
     def gpu_lock(self) -> Iterator[None]:
         """Hold the GPU for timing: two processes never time on one GPU at once. A wait longer
         than GPU_LOCK_TIMEOUT_S raises LockTimeoutError naming the lock file and its holder.
-        Re-entrant: a measurement inside a test that holds the GPU (gpu_sharing) goes through."""
-        if self._gpu_lock_depth:
+        Re-entrant in the thread that holds it (a measurement inside a test that holds the GPU,
+        gpu_sharing); another thread of this process waits on the file lock like another process."""
+        if self._gpu_lock_owner == threading.get_ident():
             self._gpu_lock_depth += 1
             try:
                 yield
@@ -152,11 +155,11 @@ class GpuPerfSession:
         from pytest_gpuperf.store.locks import hold
 
         with hold(gpu_lock_path(ident), timeout_s=GPU_LOCK_TIMEOUT_S, purpose=f"timing on GPU {ident}"):
-            self._gpu_lock_depth = 1
+            self._gpu_lock_owner, self._gpu_lock_depth = threading.get_ident(), 1
             try:
                 yield
             finally:
-                self._gpu_lock_depth = 0
+                self._gpu_lock_owner, self._gpu_lock_depth = None, 0
 
     @property
     def against(self) -> Any:

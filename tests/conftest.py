@@ -28,6 +28,9 @@ HERE = Path(__file__).resolve().parent
 OFF_ENV = "GPU_PERF_TESTS_PREBUILD"
 PREBUILD_KEY = pytest.StashKey[subprocess.Popen]()
 PREBUILD_WAITED_KEY = pytest.StashKey[bool]()  # False once this process needs no more waiting
+DONE_KEY = pytest.StashKey[Path]()
+DONE_NAME, PID_NAME = "tests-prebuild.done", "tests-prebuild.pid"
+GW0_START_S = 120.0  # a worker stops waiting for a prebuild that gw0 has not started by then
 FINISH_WAIT_S = 900.0  # at most this long after the last test: longer than any build here, cold
 
 
@@ -68,7 +71,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # Under xdist with --gpu-perf the builds run in the background on every core while the tests
     # that use no GPU run; each worker's GPU tests wait for them (pytest_runtest_protocol below).
     background = not timing or worker is not None
-    done = _prebuild_done_marker(config) if timing and worker is not None else None
+    done = _prebuild_marker(config, DONE_NAME) if timing and worker is not None else None
     try:
         tasks = [] if _prebuild_off() else _prebuild_tasks(settings.static_archs, session.items, on_gpu=timing)
     except Exception:  # noqa: BLE001 - only an optimisation: the tests build what they need
@@ -96,6 +99,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if background:
         config.stash[PREBUILD_KEY] = proc
         if done is not None:
+            done.with_name(PID_NAME).write_text(str(proc.pid))
+            config.stash[DONE_KEY] = done
             threading.Thread(target=_mark_when_done, args=(proc, done), daemon=True).start()
         return
     began = time.monotonic()
@@ -115,10 +120,12 @@ def _prebuild_off() -> bool:
     return os.environ.get(OFF_ENV, "1").strip().lower() in ("0", "false", "no", "off")
 
 
-def _prebuild_done_marker(config: pytest.Config) -> Path:
-    """The file gw0 creates once the prebuild has ended, in the run's own temporary folder (the
-    parent of every worker's basetemp), which only this user can write."""
-    return Path(config._tmp_path_factory.getbasetemp()).parent / "tests-prebuild.done"  # type: ignore[attr-defined]
+def _prebuild_marker(config: pytest.Config, name: str) -> Path | None:
+    """A file of gw0's prebuild (DONE_NAME once it has ended, PID_NAME while it runs) in the run's
+    own temporary folder, the parent of every worker's basetemp, which only this user can write;
+    None where there is no such folder (-p no:tmpdir)."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    return None if factory is None else Path(factory.getbasetemp()).parent / name
 
 
 def _mark_when_done(proc: subprocess.Popen, done: Path) -> None:
@@ -129,31 +136,52 @@ def _mark_when_done(proc: subprocess.Popen, done: Path) -> None:
     done.touch()
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside the plugin's hold of a shared GPU
+def _prebuild_over(done: Path, waited_s: float) -> bool:
+    """Whether a waiting worker can go on: the prebuild has ended (its marker, or its process is
+    gone, say with a gw0 that crashed), or gw0 never started one within GW0_START_S."""
+    if done.exists():
+        return True
+    try:
+        pid = int(done.with_name(PID_NAME).read_text())
+    except (OSError, ValueError):
+        return waited_s > GW0_START_S
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass
+    return False
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # before the plugin takes a shared GPU in set-up
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
     """Under xdist with --gpu-perf, a worker's first test that uses the GPU waits for gw0's
     prebuild, so no GPU test holds the GPU while it compiles, and none times beside the builds."""
     config = item.config
     if config.stash.get(PREBUILD_WAITED_KEY, True) and _waits_for_prebuild(item):
-        marker = _prebuild_done_marker(config)
-        deadline = time.monotonic() + FINISH_WAIT_S
-        while not marker.exists() and time.monotonic() < deadline:
+        done = _prebuild_marker(config, DONE_NAME)
+        began = time.monotonic()
+        while done is not None and time.monotonic() - began < FINISH_WAIT_S:
+            if _prebuild_over(done, time.monotonic() - began):
+                break
             time.sleep(0.5)
         config.stash[PREBUILD_WAITED_KEY] = False
     return (yield)
 
 
 def _waits_for_prebuild(item: pytest.Item) -> bool:
+    """A GPU test on an xdist worker of a --gpu-perf run (the rest is decided once per process)."""
     from pytest_gpuperf.options import Settings
     from pytest_gpuperf.plugin import uses_gpu
 
     config = item.config
-    if getattr(config, "workerinput", None) is None or config.option.collectonly:
-        config.stash[PREBUILD_WAITED_KEY] = False
-        return False
-    if not Settings.from_config(config).enabled:
-        config.stash[PREBUILD_WAITED_KEY] = False
-        return False
+    if PREBUILD_WAITED_KEY not in config.stash:
+        worker = getattr(config, "workerinput", None) is not None and not config.option.collectonly
+        if not (worker and Settings.from_config(config).enabled):
+            config.stash[PREBUILD_WAITED_KEY] = False
+            return False
+        config.stash[PREBUILD_WAITED_KEY] = True
     return uses_gpu(item)
 
 
@@ -176,6 +204,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     proc = config.stash.get(PREBUILD_KEY, None)
     if proc is not None:
         _stop(proc)
+    done = config.stash.get(DONE_KEY, None)
+    if done is not None:
+        done.touch()  # the thread that marks it may not have run before the interpreter exits
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -135,6 +135,7 @@ class CupyBackend:
     # -- TimingBackend -------------------------------------------------------------
     def prepare(self, variant: Variant, cache: CacheMode, target_sample_s: float, warmup_s: float = 0.05) -> Prepared:
         launch, flush, notes = self._cold_strategy(variant, cache)
+        cycle = len(variant.rotations) if variant.rotations and cache != "hot" else 1
         with self._device, streams.current(self.timing_stream):
             try:
                 for _ in range(WARMUP_LAUNCHES):
@@ -147,16 +148,16 @@ class CupyBackend:
             per_launch = self._timed(launch, ESTIMATE_LAUNCHES)
             flush_s = self._timed(self._flush, 3) if flush else 0.0
             self._sync(f"estimating the time of variant {variant.name!r}")
-            batch = _batch_for(per_launch + flush_s, target_sample_s)
+            batch = _batch_for(per_launch + flush_s, target_sample_s, cycle)
             try:
                 nodes = self._trial_capture(launch, variant.name)
                 check_captured_work(variant.name, "graph", nodes, trace)
-                segments, batch = self._graph_segments(launch, flush, batch, target_sample_s)
+                segments, batch = self._graph_segments(launch, flush, batch, target_sample_s, cycle)
                 method = "graph"
             except GpuPerfError:
                 raise
             except Exception as exc:
-                segments, batch = self._event_segments(launch, flush, per_launch, target_sample_s)
+                segments, batch = self._event_segments(launch, flush, per_launch, target_sample_s, cycle)
                 method, nodes = "events", None
                 notes.append(f"CUDA-graph capture failed ({type(exc).__name__}: {_first_line(exc)}); timed with events")
                 self._sync(f"recovering from a failed capture of variant {variant.name!r}")
@@ -278,7 +279,7 @@ class CupyBackend:
                 return
 
     def _graph_segments(
-        self, launch: Callable[[], Any], flush: bool, batch: int, target_sample_s: float
+        self, launch: Callable[[], Any], flush: bool, batch: int, target_sample_s: float, cycle: int = 1
     ) -> tuple[list[_Segment], int]:
         for attempt in range(2):
             if not flush:
@@ -295,16 +296,17 @@ class CupyBackend:
             if attempt == 0 and replay_s < 0.5 * target_sample_s and batch < MAX_BATCH:
                 # The first estimate included launch overhead; size the batch on the replay.
                 batch = min(MAX_BATCH, max(batch + 1, math.ceil(batch * target_sample_s / max(replay_s, 1e-9))))
+                batch = _whole_cycles(batch, cycle)
                 continue
             return segments, batch
         return segments, batch
 
     def _event_segments(
-        self, launch: Callable[[], Any], flush: bool, per_launch: float, target_sample_s: float
+        self, launch: Callable[[], Any], flush: bool, per_launch: float, target_sample_s: float, cycle: int = 1
     ) -> tuple[list[_Segment], int]:
         if flush:
             return [_Segment(lambda: launch(), +1, prefix=self._flush)], 1
-        batch = _batch_for(per_launch, target_sample_s)
+        batch = _batch_for(per_launch, target_sample_s, cycle)
         return [_Segment(lambda: _repeat(launch, batch), +1)], batch
 
     def run_rounds(
@@ -452,7 +454,12 @@ def _repeat(fn: Callable[[], Any], times: int) -> None:
         fn()
 
 
-def _batch_for(per_launch_s: float, target_sample_s: float) -> int:
-    if per_launch_s <= 0:
-        return MAX_BATCH
-    return max(1, min(MAX_BATCH, math.ceil(target_sample_s / per_launch_s)))
+def _batch_for(per_launch_s: float, target_sample_s: float, cycle: int = 1) -> int:
+    """Launches per sample: enough for ``target_sample_s``, and a whole number of ``cycle``s (the
+    rotated input copies), so every sample weighs each copy the same."""
+    batch = MAX_BATCH if per_launch_s <= 0 else max(1, min(MAX_BATCH, math.ceil(target_sample_s / per_launch_s)))
+    return _whole_cycles(batch, cycle)
+
+
+def _whole_cycles(batch: int, cycle: int) -> int:
+    return -(-batch // cycle) * cycle if cycle > 1 else batch

@@ -28,3 +28,26 @@ def test_listed_run_time_modules_name_model_shapes(test_module: str) -> None:
 
     names = importlib.import_module(test_module).RUN_TIME_MODULES
     assert names and all(isinstance(getattr(config, name, None), ModelConfig) for name in names), names
+
+
+def test_a_worker_waits_for_the_prebuild_until_it_ends_or_its_process_is_gone(tmp_path: Path) -> None:
+    """Under xdist with --gpu-perf a worker's first GPU test waits for gw0's prebuild: until its
+    marker appears, or the process named in its pid file is gone (a gw0 that crashed never writes
+    the marker), or gw0 started none within GW0_START_S."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import GW0_START_S, PID_NAME, _prebuild_over
+
+    done = tmp_path / "tests-prebuild.done"
+    assert not _prebuild_over(done, 1.0)
+    assert _prebuild_over(done, GW0_START_S + 1)
+    (tmp_path / PID_NAME).write_text(str(os.getpid()))
+    assert not _prebuild_over(done, GW0_START_S + 1), "a running prebuild is waited for"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / PID_NAME).write_text(str(gone.pid))
+    assert _prebuild_over(done, 1.0)
+    done.touch()
+    assert _prebuild_over(done, 0.0)

@@ -22,3 +22,12 @@ def test_escaped_work_rule(stream_ms: float, device_ms: float, escaped: bool) ->
 @pytest.mark.parametrize(("per_launch", "target", "batch"), [(2.5e-6, 1e-3, 400), (1e-3, 1e-3, 1), (5e-3, 1e-3, 1), (0.0, 1e-3, 2048)])
 def test_batch_size_targets_the_sample_length(per_launch: float, target: float, batch: int) -> None:
     assert _batch_for(per_launch, target) == batch
+
+
+@pytest.mark.parametrize(
+    ("per_launch", "cycle", "batch"),
+    [(70e-6, 8, 16), (100e-6, 8, 16), (2.5e-6, 3, 402), (1e-3, 8, 8), (70e-6, 1, 15)],  # decode GEMMs: 15 and 10 before
+)
+def test_batch_is_a_whole_number_of_rotation_cycles(per_launch: float, cycle: int, batch: int) -> None:
+    """Each sample weighs every rotated input copy the same (a decode GEMM's copies differ by up to 27%)."""
+    assert _batch_for(per_launch, 1e-3, cycle) == batch

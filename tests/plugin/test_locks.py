@@ -216,3 +216,36 @@ def test_a_symlinked_gpu_lock_is_refused(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*UnsafePathError: the lock file *pytest-gpuperf-gpu-0000_00_00.0.lock (timing on GPU*) is a symbolic link*"])
     assert target.read_text() == PRECIOUS
+
+
+def test_the_gpu_lock_re_enters_in_its_thread_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A measurement inside a test that holds a shared GPU goes through; another thread of the same
+    process waits for the GPU like another process, and the lock is free again afterwards."""
+    import tempfile
+    import threading
+    import time
+
+    from pytest_gpuperf.session import GpuPerfSession, gpu_lock_path
+    from pytest_gpuperf.testing import fake_device
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    session = GpuPerfSession(None, None, _device=fake_device((9, 0)))  # type: ignore[arg-type]
+    entered: list[float] = []
+
+    def other_thread() -> None:
+        with session.gpu_lock():
+            entered.append(time.monotonic())
+
+    with session.gpu_lock():
+        with session.gpu_lock():  # re-entered: no wait, no deadlock
+            pass
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        time.sleep(0.5)
+        assert entered == [], "another thread took the GPU while this one held it"
+        released = time.monotonic()
+    thread.join(timeout=10)
+    assert entered and entered[0] >= released
+    outside = FileLock(str(gpu_lock_path("0000:00:00.0")), timeout=1)
+    outside.acquire()  # free: neither thread still holds it, whatever order they left in
+    outside.release()

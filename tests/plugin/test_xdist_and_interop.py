@@ -110,6 +110,26 @@ def test_gpu_tests_overlap_without_timing_or_with_a_gpu_per_worker(
     assert overlapping(spans(pytester, "gpu-"))
 
 
+def test_workers_given_one_gpu_share_it_and_a_refused_lock_fails_only_its_test(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    pytest.importorskip("xdist")
+    locks = tmp_path_factory.mktemp("locks")
+    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="2", TMPDIR=str(locks))
+    pytester.makepyfile(test_mixed=SHARED_GPU_TESTS)
+    same_gpu = pytester.runpytest_subprocess("-n", "2", "--gpu-perf", "--gpu-perf-device", "0")
+    same_gpu.assert_outcomes(passed=12)
+    same_gpu.stdout.fnmatch_lines(["gpu-perf: 2 xdist workers share 1 GPU(s): each test that uses a GPU holds it*"])
+    assert not overlapping(spans(pytester, "gpu-"))
+    lock = locks / "pytest-gpuperf-gpu-0000_00_00.0.lock"
+    lock.unlink()
+    lock.symlink_to(locks / "elsewhere")
+    refused = pytester.runpytest_subprocess("-n", "2", "--gpu-perf", "--gpu-perf-device", "0")
+    refused.assert_outcomes(passed=4, errors=8)
+    refused.stdout.fnmatch_lines(["*gpu-perf: could not take the shared GPU for this test: *symbolic link*"])
+    assert "INTERNALERROR" not in refused.stdout.str()
+
+
 def test_gpu_results_land_in_pytest_benchmark_json(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
     fake_gpu(times={"fast": 10e-6, "slow": 12e-6})
     pytester.makepyfile(
