@@ -39,18 +39,15 @@ def worker_count(config: pytest.Config) -> int:
     return min(count, most) if isinstance(most, int) and most > 0 else count
 
 
-def shares_gpus(config: pytest.Config, gpu_count: int | None, device_setting: str = "auto") -> bool:
-    """Whether workers outnumber the GPUs (``gpu_count`` None, unknown, counts as one), or every
-    worker was given the same GPU (``--gpu-perf-device N``)."""
-    workers = worker_count(config)
-    if device_setting != "auto":
-        return workers > 1
-    return workers > (gpu_count or 1)
+def shares_gpus(config: pytest.Config, gpus: int) -> bool:
+    """Whether the workers outnumber the ``gpus`` they time on (one when every worker was given the
+    same GPU with ``--gpu-perf-device N``, or when the count is unknown)."""
+    return worker_count(config) > gpus
 
 
-def header_line(config: pytest.Config, gpu_count: int | None) -> str:
+def header_line(config: pytest.Config, gpus: int) -> str:
     line = (
-        f"gpu-perf: {worker_count(config)} xdist workers share {gpu_count or 1} GPU(s): each test that uses a GPU "
+        f"gpu-perf: {worker_count(config)} xdist workers share {gpus} GPU(s): each test that uses a GPU "
         "holds it from set-up to teardown, so those run one at a time per GPU and the others beside them"
     )
     if getattr(config.option, "dist", None) == "load":

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf.fixture import GpuPerf
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
-SHARED_KEY = pytest.StashKey[bool]()
+SHARED_KEY = pytest.StashKey[int]()
 HOLD_KEY = pytest.StashKey[contextlib.ExitStack]()
 PERF_OFF = SKIP_PREFIX + "perf test, timing is off: run pytest with --gpu-perf"
 FULL_OFF = SKIP_PREFIX + "perf test of the full tier (gpu_perf_full): run with --gpu-perf-full"
@@ -138,8 +138,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"CuPy {device.cupy_version or '?'}; cache mode {s.settings.cache}; baselines: "
         f"{s.settings.baselines_dir / device.key}",
     ]
-    if _shares_gpus(config):
-        lines.append(gpu_sharing.header_line(config, 1 if s.settings.device != "auto" else s.gpu_count()))
+    if shared := _shared_gpus(config):
+        lines.append(gpu_sharing.header_line(config, shared))
     if s.settings.update_baselines:
         lines.append(
             f"gpu-perf: --gpu-perf-update-baselines: this run's measurements replace the stored baselines of {device.key}"
@@ -175,21 +175,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
-def _shares_gpus(config: pytest.Config) -> bool:
-    """A timed xdist run whose workers share GPUs (gpu_sharing), decided once per process."""
+def _shared_gpus(config: pytest.Config) -> int:
+    """How many GPUs the workers of a timed xdist run share (gpu_sharing), or 0 where each has its
+    own or nothing is timed; decided once per process."""
     if SHARED_KEY not in config.stash:
         s = _session(config)
-        timed_xdist = s.settings.enabled and gpu_sharing.worker_count(config) > 1
-        config.stash[SHARED_KEY] = timed_xdist and gpu_sharing.shares_gpus(
-            config, None if s.settings.device != "auto" else s.gpu_count(), s.settings.device
-        )
+        shared = 0
+        if s.settings.enabled and gpu_sharing.worker_count(config) > 1:
+            gpus = 1 if s.settings.device != "auto" else (s.gpu_count() or 1)  # --gpu-perf-device N: one for all
+            shared = gpus if gpu_sharing.shares_gpus(config, gpus) else 0
+        config.stash[SHARED_KEY] = shared
     return config.stash[SHARED_KEY]
 
 
 def _hold_shared_gpu(item: pytest.Item, s: GpuPerfSession) -> None:
     """Where workers share a GPU, a test that uses it holds it from here (its set-up, once it is
     known not to skip) to the end of its teardown."""
-    if not (uses_gpu(item) and _shares_gpus(item.config)):
+    if not (uses_gpu(item) and _shared_gpus(item.config)):
         return
     hold = contextlib.ExitStack()
     try:

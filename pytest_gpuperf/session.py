@@ -99,7 +99,6 @@ class GpuPerfSession:
     # -- device and backend -------------------------------------------------------
     @property
     def ordinal(self) -> int:
-        count = None
         if self.settings.device == "auto" and worker_index() is not None:
             count = self.gpu_count()
         else:

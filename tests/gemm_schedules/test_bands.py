@@ -90,8 +90,8 @@ def replayed(report: str, band_of: Any = None) -> list[tuple[str, Verdict]]:
     return verdicts
 
 
-@pytest.mark.parametrize("report", A_A)
-def test_every_a_a_check_on_h200s_passes_with_these_bands(report: str) -> None:
+@pytest.mark.parametrize("report", A_A + H100_A_A)
+def test_every_a_a_check_passes_with_these_bands(report: str) -> None:
     verdicts = replayed(report)
     assert len(verdicts) == 23
     assert [v for v in verdicts if v[1] is not Verdict.PASS] == []
@@ -113,13 +113,6 @@ def test_the_narrow_band_is_for_h200s_only() -> None:
     assert calibrated_band(perf + "test_pingpong_vs_cooperative[decode_m128]", H200) == 0.30
     assert calibrated_band(perf + "test_pingpong_vs_cooperative[decode_m16]", H100) == 0.30
     assert calibrated_band(perf + "test_faster_schedule_vs_cublas_at_8192", H200) == 0.03
-
-
-@pytest.mark.parametrize("report", H100_A_A)
-def test_every_a_a_check_on_h100s_passes_with_these_bands(report: str) -> None:
-    verdicts = replayed(report)
-    assert len(verdicts) == 23
-    assert [v for v in verdicts if v[1] is not Verdict.PASS] == []
 
 
 def test_the_planted_ping_pong_slowdown_fails_on_h100s() -> None:

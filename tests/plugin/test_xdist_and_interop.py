@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -76,12 +77,19 @@ def overlapping(found: list[tuple[str, float, float]]) -> bool:
     return any(later[1] < earlier[2] for earlier, later in zip(found, found[1:]))
 
 
+def shared_gpu_project(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], locks: Path, gpus: str = "1"
+) -> None:
+    """A project of SHARED_GPU_TESTS on ``gpus`` fake GPUs, its GPU locks in ``locks``."""
+    pytest.importorskip("xdist")
+    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT=gpus, TMPDIR=str(locks))
+    pytester.makepyfile(test_mixed=SHARED_GPU_TESTS)
+
+
 def test_workers_sharing_a_gpu_run_its_tests_one_at_a_time(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    pytest.importorskip("xdist")
-    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="1", TMPDIR=str(tmp_path_factory.mktemp("locks")))
-    pytester.makepyfile(test_mixed=SHARED_GPU_TESTS)
+    shared_gpu_project(pytester, fake_gpu, tmp_path_factory.mktemp("locks"))
     result = pytester.runpytest_subprocess("-n", "4", "--gpu-perf")
     result.assert_outcomes(passed=12)
     result.stdout.fnmatch_lines(
@@ -96,9 +104,7 @@ def test_workers_sharing_a_gpu_run_its_tests_one_at_a_time(
 def test_gpu_tests_overlap_without_timing_or_with_a_gpu_per_worker(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    pytest.importorskip("xdist")
-    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="1", TMPDIR=str(tmp_path_factory.mktemp("locks")))
-    pytester.makepyfile(test_mixed=SHARED_GPU_TESTS)
+    shared_gpu_project(pytester, fake_gpu, tmp_path_factory.mktemp("locks"))
     untimed = pytester.runpytest_subprocess("-n", "4")
     untimed.assert_outcomes(passed=8, skipped=4)
     assert "share 1 GPU" not in untimed.stdout.str()
@@ -113,10 +119,8 @@ def test_gpu_tests_overlap_without_timing_or_with_a_gpu_per_worker(
 def test_workers_given_one_gpu_share_it_and_a_refused_lock_fails_only_its_test(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    pytest.importorskip("xdist")
     locks = tmp_path_factory.mktemp("locks")
-    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="2", TMPDIR=str(locks))
-    pytester.makepyfile(test_mixed=SHARED_GPU_TESTS)
+    shared_gpu_project(pytester, fake_gpu, locks, gpus="2")
     same_gpu = pytester.runpytest_subprocess("-n", "2", "--gpu-perf", "--gpu-perf-device", "0")
     same_gpu.assert_outcomes(passed=12)
     same_gpu.stdout.fnmatch_lines(["gpu-perf: 2 xdist workers share 1 GPU(s): each test that uses a GPU holds it*"])
