@@ -180,6 +180,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         machine_noise=args.machine_noise,
         confidence=args.confidence,
         calibrated_noise=args.calibrated_noise,
+        level_noise=args.level_noise,
     )
     by_module = False
     if args.git is not None:
@@ -306,6 +307,28 @@ def _cmd_margins(args: argparse.Namespace) -> int:
     return status
 
 
+def _cmd_levels(args: argparse.Namespace) -> int:
+    from pytest_gpuperf.store.levels import command
+
+    text, status = command(
+        [Path(r) for r in args.reports],
+        Path(args.dir),
+        band=args.band,
+        min_runs=args.min_runs,
+        only=args.only or (),
+        write=args.write,
+    )
+    sys.stdout.write(text)
+    return status
+
+
+def _at_least_two(text: str) -> int:
+    value = int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be at least 2 runs, got {value}")
+    return value
+
+
 class _Usage(Exception):
     pass
 
@@ -365,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--git", metavar="REV", help="compare DIR (default: baselines) at this git revision with the working tree"
     )
     p.add_argument("--all", action="store_true", help="also list identical entries")
-    for name in ("tolerance", "machine-noise", "calibrated-noise", "confidence"):
+    for name in ("tolerance", "machine-noise", "calibrated-noise", "level-noise", "confidence"):
         s = BY_NAME[name]
         p.add_argument(
             f"--{name}",
@@ -467,6 +490,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--commit", metavar="SHA", help="the commit the reports measured, where they record none")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown (for a README)")
     p.set_defaults(run=_cmd_margins)
+    p = sub.add_parser(
+        "levels",
+        help="find the levels of kernels that hold one of a few times per run; store them in their baselines",
+        description="Read saved --gpu-perf-json reports of several runs (A/A runs of unchanged code, on several "
+        "machines of one GPU model) and find, for each variant calibrated against a reference kernel, the levels "
+        "its time relative to the reference sat at: runs whose interval reaches no further than --band from their "
+        "estimate, grouped within --band; a group of --min-runs or more runs is a level. With --write, the levels of "
+        "every variant that has two or more, at least twice --band apart, are stored in its baseline entry, and its regression check then passes "
+        "a run within --gpu-perf-level-noise of any level (docs/statistics.md). Exit 1 when --write could not store "
+        "a variant's levels.",
+    )
+    p.add_argument("reports", nargs="+", metavar="REPORT", help="a saved report (.json or .json.gz)")
+    p.add_argument(
+        "--dir", default=DEFAULT_DIR, metavar="DIR", help=f"baseline folder to store levels in (default: {DEFAULT_DIR})"
+    )
+    p.add_argument(
+        "--band",
+        type=_setting_type("level-noise"),
+        default=BY_NAME["level-noise"].default,
+        metavar="FRACTION",
+        help="how narrow a run must be, and how close to a level's first run (default: %(default)g)",
+    )
+    p.add_argument(
+        "--min-runs", type=_at_least_two, default=2, metavar="N", help="runs that make a level (default: %(default)s)"
+    )
+    p.add_argument(
+        "--only", action="append", metavar="GLOB", help="only the keys (test::variant) that match; repeat for more"
+    )
+    p.add_argument("--write", action="store_true", help="store the levels found in the baseline entries")
+    p.set_defaults(run=_cmd_levels)
     return parser
 
 

@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import pytest
 
 from pytest_gpuperf.device import DeviceInfo
-from pytest_gpuperf.errors import GateFailure, GpuContended, GpuPerfError
+from pytest_gpuperf.errors import BaselineFileError, GateFailure, GpuContended, GpuPerfError
 from pytest_gpuperf.gates.verdict import Verdict
 from pytest_gpuperf.options import Settings
 from pytest_gpuperf.records import MeasurementRecord, Record
@@ -19,6 +19,7 @@ from pytest_gpuperf.regression import check_against, check_regression
 from pytest_gpuperf.report.summary import format_against_failure, format_comparison_failure, format_regression_failure
 from pytest_gpuperf.results import Comparison, Measurement, Variant
 from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
+from pytest_gpuperf.store.baselines import Entry
 from pytest_gpuperf.timing import sampler
 
 
@@ -230,6 +231,13 @@ class GpuPerf:
             return None
         if self.settings.update_baselines:
             record["verdict"] = str(Verdict.RECORDED)
+            try:
+                old = store.lookup(self.device.key, self._module, key)
+            except BaselineFileError:  # the update refuses to write that file, and says so at the end
+                old = None
+            kept = self._levels_kept(m, old)
+            if kept is not None:
+                record["levels"] = kept
         elif pair is not None:
             check = check_against(pair, self.settings.tolerance)
             record["regression"] = check.summary() | {"against": self._session.against_label}
@@ -252,9 +260,7 @@ class GpuPerf:
                 pytest.skip(message)
             return None
         elif entry is not None:
-            check = check_regression(
-                m, entry, self.settings.tolerance, self.settings.machine_noise, self.settings.calibrated_noise
-            )
+            check = check_regression(m, entry, self.settings.tolerance, self.settings.bands)
             verdict = check.verdict
             record["regression"] = check.summary()
             record["verdict"] = str(verdict)
@@ -270,6 +276,14 @@ class GpuPerf:
                     return undecided[0] if undecided else None
         self._emit(record)
         return failure
+
+    def _levels_kept(self, m: Measurement, old: Entry | None) -> dict[str, Any] | None:
+        """The stored levels of the entry ``m`` replaces, when ``m`` sits at one of them (so they
+        still describe the kernel); otherwise the update drops them and says so."""
+        if old is None or old.levels() is None:
+            return None
+        check = check_regression(m, old, self.settings.tolerance, self.settings.bands)
+        return dict(old.extra["levels"]) if check.levels and check.verdict is Verdict.PASS else None
 
     def _unpaired_note(self) -> str:
         if self._session.against is None or self._pairing is None or not self._pairing.reason:

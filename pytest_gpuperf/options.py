@@ -13,11 +13,14 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
 from pytest_gpuperf.errors import GpuPerfUsageError
+
+if TYPE_CHECKING:
+    from pytest_gpuperf.gates.verdict import Bands
 
 CacheMode = Literal["cold", "hot"]
 
@@ -219,6 +222,16 @@ SETTINGS: tuple[Setting, ...] = (
         "rounds (calibrated): what calibration leaves of a machine's difference (0.015 = 1.5%).",
         _fraction_or_zero,
         0.015,
+        per_test=True,
+        metavar="FRACTION",
+    ),
+    Setting(
+        "level-noise",
+        "Band for regression checks against a baseline that stores levels (gpuperf levels: a kernel "
+        "that holds one of a few calibrated times per run): a run within this of any level passes "
+        "(0.03 = 3%).",
+        _fraction_or_zero,
+        0.03,
         per_test=True,
         metavar="FRACTION",
     ),
@@ -455,6 +468,7 @@ class Settings:
     calibrate: bool = True
     against: str | None = None
     calibrated_noise: float = 0.015
+    level_noise: float = 0.03
     only: bool = False
     gpu_only: bool = False
     full: bool = False
@@ -487,6 +501,7 @@ class Settings:
             calibrate=values["calibrate"],
             against=values["against"],
             calibrated_noise=values["calibrated-noise"],
+            level_noise=values["level-noise"],
             only=values["only"],
             gpu_only=values["gpu-only"],
             full=values["full"],
@@ -522,6 +537,12 @@ class Settings:
                     f"pytest-gpuperf: {BY_NAME[name].flag} {path} (from {self.sources.get(name, 'the default')}) "
                     f"must name {kind}, and it is not; give another path"
                 )
+
+    @property
+    def bands(self) -> Bands:
+        from pytest_gpuperf.gates.verdict import Bands  # lazily: gates load numpy
+
+        return Bands(self.machine_noise, self.calibrated_noise, self.level_noise)
 
     def for_test(self, item: pytest.Item, device_key: str | None = None) -> Settings:
         """Apply ``@pytest.mark.gpu_perf(...)`` keywords (the closest marker wins), then those of

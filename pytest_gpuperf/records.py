@@ -63,6 +63,7 @@ class ComparisonSummary(TypedDict):
 
 class _MeasurementNote(TypedDict, total=False):
     note: str  # why it was not judged: no stored baseline for it
+    levels: dict[str, Any]  # update mode: the replaced entry's stored levels, kept (the new time sits at one)
 
 
 class MeasurementRecord(_MeasurementNote):

@@ -4,16 +4,20 @@ When the run and the stored entry both carry a calibration against the same refe
 the ratio compared is (t / t_reference) now over (t / t_reference) then: a slower or faster
 machine, a clock level or a drift that moves the kernel and the reference alike cancels.
 Otherwise the raw times are compared, and only the machine band b separates a machine's
-offset from a regression.
+offset from a regression. An entry that stores levels (``gpuperf levels``: a kernel that holds one
+of a few calibrated values per run) is judged against every level with the level band
+(``gates.levels``) when the run is calibrated against the same reference.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf.gates.levels import judge_levels
 from pytest_gpuperf.gates.stats import Estimate, Interval, estimate_from_interval
-from pytest_gpuperf.gates.verdict import Verdict, regression_threshold, regression_verdict
+from pytest_gpuperf.gates.verdict import Bands, Verdict, regression_threshold, regression_verdict
 from pytest_gpuperf.results import Comparison, Measurement
 from pytest_gpuperf.store.baselines import Entry
 
@@ -29,9 +33,12 @@ class RegressionCheck:
     calibrated_by: str | None
     independent: bool
     verdict: Verdict
+    levels: tuple[float, ...] = ()  # the stored levels as ratios to the reference, fastest first
+    level: int | None = None  # the level ``slowdown`` is against
 
     def summary(self) -> dict[str, Any]:
-        return {
+        levels = {"levels": list(self.levels), "level": self.level} if self.levels else {}
+        return levels | {
             "slowdown": self.slowdown.estimate,
             "ci_low": self.slowdown.low,
             "ci_high": self.slowdown.high,
@@ -45,22 +52,19 @@ class RegressionCheck:
         }
 
 
-def check_regression(
-    m: Measurement, entry: Entry, tolerance: float, machine_band: float, calibrated_band: float
-) -> RegressionCheck:
+def check_regression(m: Measurement, entry: Entry, tolerance: float, bands: Bands) -> RegressionCheck:
     """Compare ``m`` with ``entry`` at the measurement's own (look) confidence. The band is
-    ``calibrated_band`` when both are calibrated against the same reference (what calibration
-    leaves of a machine's difference), else ``machine_band`` (a whole machine's difference)."""
+    ``bands.level`` against stored levels, ``bands.calibrated`` when both are calibrated against the
+    same reference (what calibration leaves of a machine's difference), else ``bands.machine``
+    (a whole machine's difference)."""
     now_cal = (m.calibration.reference, m.calibration.estimate) if m.calibration else None
     now_raw = m.estimate or estimate_from_interval(m.interval)
-    return _judge(now_raw, now_cal, entry, m.confidence, tolerance, machine_band, calibrated_band)
+    return _judge(now_raw, now_cal, entry, m.confidence, tolerance, bands)
 
 
-def compare_entries(
-    new: Entry, old: Entry, confidence: float, tolerance: float, machine_band: float, calibrated_band: float
-) -> RegressionCheck:
+def compare_entries(new: Entry, old: Entry, confidence: float, tolerance: float, bands: Bands) -> RegressionCheck:
     """Two stored entries judged as the gate judges a run (``new``) against its baseline (``old``)."""
-    return _judge(new.estimate(), new.calibration(), old, confidence, tolerance, machine_band, calibrated_band)
+    return _judge(new.estimate(), new.calibration(), old, confidence, tolerance, bands)
 
 
 def _judge(
@@ -69,19 +73,32 @@ def _judge(
     entry: Entry,
     confidence: float,
     tolerance: float,
-    machine_band: float,
-    calibrated_band: float,
+    bands: Bands,
 ) -> RegressionCheck:
+    stored_levels = entry.levels()
+    if now_cal is not None and stored_levels is not None and stored_levels[0] == now_cal[0]:
+        return _judge_levels(now_cal[1], now_cal[0], stored_levels[1], confidence, tolerance, bands.level)
     stored_cal = entry.calibration()
     if now_cal is not None and stored_cal is not None and stored_cal[0] == now_cal[0]:
-        now, stored, reference, band = now_cal[1], stored_cal[1], now_cal[0], calibrated_band
+        now, stored, reference, band = now_cal[1], stored_cal[1], now_cal[0], bands.calibrated
     else:
-        now, stored, reference, band = now_raw, entry.estimate(), None, machine_band
+        now, stored, reference, band = now_raw, entry.estimate(), None, bands.machine
     diff = now.minus(stored)
     slowdown = diff.interval(confidence)
     verdict = regression_verdict(slowdown, tolerance, band)
     return RegressionCheck(
         slowdown, regression_threshold(tolerance, band), tolerance, band, reference, diff.independent, verdict
+    )
+
+
+def _judge_levels(
+    now: Estimate, reference: str, levels: list[Estimate], confidence: float, tolerance: float, band: float
+) -> RegressionCheck:
+    check = judge_levels(now, levels, confidence, tolerance, band)
+    ratios = tuple(math.exp(level.center) for level in levels)
+    threshold = regression_threshold(tolerance, band)
+    return RegressionCheck(
+        check.slowdown, threshold, tolerance, band, reference, check.independent, check.verdict, ratios, check.level
     )
 
 

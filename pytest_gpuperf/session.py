@@ -249,6 +249,8 @@ class GpuPerfSession:
                 self.not_recorded.append(f"{r['key']}: contended (other processes used the GPU)")
                 continue
             entry = Entry.from_measurement(r["measurement"])
+            if "levels" in r:
+                entry = entry.with_extra(levels=r["levels"])
             problem = entry.problem()
             if problem:
                 self.not_recorded.append(f"{r['key']}: {problem}")

@@ -22,6 +22,7 @@ estimate's batches are too short to be independent (``stats.Estimate.inflation``
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from pytest_gpuperf.gates.stats import Interval
 
@@ -48,6 +49,15 @@ def speedup_verdict(speedup: Interval, at_least: float | None) -> Verdict:
     if speedup.high < at_least:
         return Verdict.FAIL
     return Verdict.INCONCLUSIVE
+
+
+@dataclass(frozen=True)
+class Bands:
+    """The band b of a regression check, by what is compared."""
+
+    machine: float  # raw times: a whole machine's difference
+    calibrated: float  # times relative to a reference timed in the same rounds
+    level: float  # calibrated times against an entry's stored levels (``levels``)
 
 
 def regression_threshold(tolerance: float, band: float = 0.0) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_gpuperf.gates.verdict import Verdict, regression_threshold
+from pytest_gpuperf.gates.verdict import Bands, Verdict, regression_threshold
 from pytest_gpuperf.options import BY_NAME
 from pytest_gpuperf.report.summary import fmt_time
 from pytest_gpuperf.store.baselines import BaselineFile, Entry
@@ -25,6 +25,11 @@ class Thresholds:
     machine_noise: float = BY_NAME["machine-noise"].default
     confidence: float = BY_NAME["confidence"].default
     calibrated_noise: float = BY_NAME["calibrated-noise"].default
+    level_noise: float = BY_NAME["level-noise"].default
+
+    @property
+    def bands(self) -> Bands:
+        return Bands(self.machine_noise, self.calibrated_noise, self.level_noise)
 
 
 STATUS = {
@@ -57,9 +62,7 @@ class DiffRow:
         from pytest_gpuperf.regression import compare_entries
 
         try:
-            check = compare_entries(
-                self.new, self.old, gate.confidence, gate.tolerance, gate.machine_noise, gate.calibrated_noise
-            )
+            check = compare_entries(self.new, self.old, gate.confidence, gate.tolerance, gate.bands)
         except OverflowError:  # a ratio past the float range (1e300 vs 1e-300): decided by its direction
             return STATUS[Verdict.FAIL if self.new.median_s > self.old.median_s else Verdict.IMPROVED]
         return STATUS[check.verdict]
@@ -139,10 +142,13 @@ def format_diff(
 def legend(gate: Thresholds) -> str:
     raw = 100 * regression_threshold(gate.tolerance, gate.machine_noise)
     cal = 100 * regression_threshold(gate.tolerance, gate.calibrated_noise)
+    level = 100 * regression_threshold(gate.tolerance, gate.level_noise)
     return (
         f"Judged as the regression gate judges a run against its baseline (tolerance {100 * gate.tolerance:g}%, "
         f"machine noise {100 * gate.machine_noise:g}%, calibrated noise {100 * gate.calibrated_noise:g}%, "
-        f"confidence {100 * gate.confidence:g}%): 'slower' fails the gate (the whole interval of new/old lies more "
-        f"than {cal:g}% above 1 for entries calibrated against the same reference kernel, {raw:g}% for raw times), "
+        f"level noise {100 * gate.level_noise:g}%, confidence {100 * gate.confidence:g}%): 'slower' fails the gate "
+        f"(the whole interval of new/old lies more than {cal:g}% above 1 for entries calibrated against the same "
+        f"reference kernel, {raw:g}% for raw times; against an old entry's stored levels, more than {level:g}% from "
+        "every level and slower than one), "
         "'inconclusive' is slower than that but not established, 'faster' is faster than that beyond noise."
     )

@@ -93,6 +93,8 @@ def format_regression_failure(m: Measurement, entry: Entry, check: RegressionChe
             entry.recorded_at,
         ],
     ]
+    if check.levels:
+        return _levels_failure(m, entry, check, device_key, path, _table(rows))
     s = check.slowdown
     limit = 1 + check.threshold
     decided = check.verdict.value == "fail"
@@ -115,6 +117,34 @@ def format_regression_failure(m: Measurement, entry: Entry, check: RegressionChe
         + _clock_note(m, entry)
         + "  If the change is intended (new hardware, an accepted trade-off), re-record with "
         "pytest --gpu-perf --gpu-perf-update-baselines"
+    )
+
+
+def _levels_failure(
+    m: Measurement, entry: Entry, check: RegressionCheck, device_key: str, path: Path, table: str
+) -> str:
+    """A run judged against the levels its baseline stores (``gates.levels``)."""
+    s = check.slowdown
+    level = check.level or 0
+    ratios = ", ".join(f"{r:.4g}x" for r in check.levels)
+    decided = check.verdict.value == "fail"
+    head = "performance REGRESSION" if decided else "regression check INCONCLUSIVE"
+    theta = 100 * check.threshold
+    if decided:
+        why = f"the whole interval lies more than {theta:.3g}% from every level, and above level {level + 1}"
+    else:
+        why = f"it is more than {theta:.3g}% above level {level + 1} but its interval reaches within {theta:.3g}%"
+    return (
+        f"{head}: {m.name!r} sits at none of the {len(check.levels)} levels stored for it on {device_key} ({path}); "
+        f"it is {100 * (s.estimate - 1):.1f}% slower than level {level + 1}\n{table}\n"
+        f"  slowdown  {s.estimate:.4f}x {_ci(s.low, s.high)} against level {level + 1} "
+        f"({100 * s.confidence:g}% CI, relative to {check.calibrated_by} timed in the same rounds)\n"
+        f"  levels    {ratios} the time of {check.calibrated_by}, fastest first\n"
+        f"  threshold {theta:.3g}% = max(tolerance {100 * check.tolerance:g}% / 2, level band {100 * check.band:g}%) "
+        f"from each level: {why}\n"
+        + _clock_note(m, entry)
+        + "  If the change is intended, re-record with pytest --gpu-perf --gpu-perf-update-baselines, then derive the "
+        "levels again from new reports with gpuperf levels"
     )
 
 
@@ -291,8 +321,22 @@ def format_changes(changes: Sequence[Change]) -> list[str]:
         else:
             lines.append(
                 f"    ~ {ch.key}: {fmt_time(ch.old.median_s)} -> {fmt_time(ch.new.median_s)} ({100 * (ch.delta or 0):+.1f}%)"
+                + _levels_change(ch)
             )
     return lines
+
+
+def _levels_change(ch: Change) -> str:
+    """What an update did to the replaced entry's stored levels."""
+    old = ch.old.levels() if ch.old else None
+    if old is None:
+        return ""
+    if ch.new.levels() is not None:
+        return f"; its {len(old[1])} stored levels kept (the new time sits at one)"
+    return (
+        f"; its {len(old[1])} stored levels DROPPED: the new time sits at none of them "
+        "(gpuperf levels derives them again from new reports)"
+    )
 
 
 def static_lines(records: Iterable[Record], no_gpu: Counter[str], no_gpu_reason: str | None) -> list[str]:

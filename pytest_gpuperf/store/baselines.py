@@ -59,20 +59,34 @@ class Entry:
 
     def with_provenance(self, provenance: Mapping[str, Any]) -> Entry:
         """This entry stamped with the commit (and dirty flag) of the code that measured it."""
-        stamp = {k: provenance.get(k) for k in ("commit", "dirty")}
-        return dataclasses.replace(self, extra={**self.extra, "source": stamp})
+        return self.with_extra(source={k: provenance.get(k) for k in ("commit", "dirty")})
+
+    def with_extra(self, **fields: Any) -> Entry:
+        return dataclasses.replace(self, extra={**self.extra, **fields})
 
     def estimate(self) -> Estimate:
         """The stored log-time estimate (from the interval, for entries that stored none)."""
-        return _estimate(self.extra.get("estimate")) or estimate_from_interval(self.interval)
+        return parse_estimate(self.extra.get("estimate")) or estimate_from_interval(self.interval)
 
     def calibration(self) -> tuple[str, Estimate] | None:
         """The stored reference kernel's name and log(t / t_reference), if recorded with one."""
         raw = self.extra.get("calibration")
-        est = _estimate(raw)
+        est = parse_estimate(raw)
         if est is None or not isinstance(raw, dict) or not isinstance(raw.get("reference"), str):
             return None
         return str(raw["reference"]), est
+
+    def levels(self) -> tuple[str, list[Estimate]] | None:
+        """The reference kernel and the recorded levels of log(t / t_reference), fastest first, if
+        ``gpuperf levels`` stored them (``gates.levels``)."""
+        raw = self.extra.get("levels")
+        if not isinstance(raw, dict) or not isinstance(raw.get("reference"), str):
+            return None
+        found = [parse_estimate(level) for level in raw.get("levels", [])]
+        levels = [e for e in found if e is not None]
+        if len(levels) < 2 or len(levels) != len(found):
+            return None
+        return str(raw["reference"]), sorted(levels, key=lambda e: e.center)
 
     def problem(self) -> str | None:
         """Why the reader would refuse this entry (so an update must not write it), or None."""
@@ -123,7 +137,7 @@ def _fail(path: Path, field_name: str, problem: str) -> BaselineFileError:
     )
 
 
-def _estimate(raw: Any) -> Estimate | None:
+def parse_estimate(raw: Any) -> Estimate | None:
     """An ``Estimate`` from its stored summary; None when absent or malformed."""
     if not isinstance(raw, dict):
         return None
@@ -173,6 +187,33 @@ def entry_problem(raw: Any) -> tuple[str, str] | None:
             return name, f"must be a string, got {shown(raw.get(name))}"
     if raw["mode"] not in ("cold", "hot"):
         return "mode", f"must be 'cold' or 'hot', got {raw['mode']!r}"
+    if "levels" in raw:
+        return _levels_problem(raw["levels"], raw.get("calibration"))
+    return None
+
+
+def _levels_problem(raw: Any, calibration: Any) -> tuple[str, str] | None:
+    """The first problem of an entry's ``levels`` field (written by ``gpuperf levels``), or None."""
+    if not isinstance(raw, dict):
+        return "levels", f"must be an object, got {shown(raw)}"
+    reference = raw.get("reference")
+    if not isinstance(reference, str):
+        return "levels.reference", f"must be a string, got {shown(reference)}"
+    cal_reference = calibration.get("reference") if isinstance(calibration, dict) else None
+    if cal_reference != reference:
+        return "levels.reference", (
+            f"is {reference!r} but the entry's calibration reference is {shown(cal_reference)}: levels are "
+            "times relative to the reference the entry was recorded with; derive them again with gpuperf levels"
+        )
+    levels = raw.get("levels")
+    if not isinstance(levels, list) or len(levels) < 2:
+        return "levels.levels", f"must be a list of at least 2 levels, got {shown(levels)}"
+    for i, level in enumerate(levels):
+        if parse_estimate(level) is None:
+            return (
+                f"levels.levels[{i}]",
+                "must be an object with a finite log_center, a log_se of 0 or more and df >= 1",
+            )
     return None
 
 
@@ -363,6 +404,25 @@ class BaselineStore:
             atomic_write_json(path, current.to_json())
         self._cache.pop(path, None)
         return changes
+
+    def amend(self, path: Path, fields: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """Add ``fields[key]`` to each entry ``key`` of the file at ``path``, under its lock; return
+        the keys that were not there (nothing is written for them). Every amended entry must pass
+        the reader's validation, or nothing is written (BaselineFileError naming the field)."""
+        with locked_for_writing(path, self.root):
+            current = BaselineFile.read(path)
+            entries = current.entries if current else {}
+            missing = sorted(set(fields) - set(entries))
+            for key in sorted(set(fields) & set(entries)):
+                amended = entries[key].with_extra(**fields[key])
+                problem = amended.problem()
+                if problem:
+                    raise BaselineFileError(f"baseline file {path} was not written: entry {key!r}: {problem}")
+                entries[key] = amended
+            if current is not None and len(missing) < len(fields):
+                atomic_write_json(path, current.to_json())
+        self._cache.pop(path, None)
+        return missing
 
     def remove_entries(self, path: Path, keys: Iterable[str]) -> list[str]:
         """Remove ``keys`` from the file at ``path`` under its lock; return those that were there.

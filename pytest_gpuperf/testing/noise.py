@@ -98,13 +98,14 @@ class TwoLevel:
 
     Markov switching (``switch_probability`` per sample) or power-cap-like dwell (levels held for
     exponentially distributed times of mean ``dwell_s`` simulated seconds); one level process for
-    every variant (``shared=True``, a GPU clock) or one per variant.
+    every variant (``shared=True``, a GPU clock) or one per variant, or for ``variant`` alone.
     """
 
     ratio: float = 1.1
     switch_probability: float | None = None
     dwell_s: float | None = None
     shared: bool = True
+    variant: str | None = None  # only this variant has the levels (a kernel's own power-capped level)
     _level: dict[str, int] = field(default_factory=dict, repr=False)
     _next_switch: dict[str, float] = field(default_factory=dict, repr=False)
 
@@ -112,6 +113,8 @@ class TwoLevel:
         out = np.zeros(len(names))
         keys = ["*"] * len(names) if self.shared else list(names)
         for i, key in enumerate(keys):
+            if self.variant is not None and names[i] != self.variant:
+                continue
             if key not in self._level:
                 self._level[key] = int(rng.integers(2))
                 if self.dwell_s is not None:

@@ -7,14 +7,19 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_gpuperf.gates.levels import find_levels, is_narrow
 from pytest_gpuperf.gates.stats import Interval
 from pytest_gpuperf.gates.verdict import Verdict, regression_verdict
 from pytest_gpuperf.options import SETTINGS, Settings
+from pytest_gpuperf.regression import RegressionCheck, compare_entries
+from pytest_gpuperf.store.baselines import BaselineFile, Entry, parse_estimate
+from pytest_gpuperf.store.levels import levels_json
 from tests.gemm_schedules import test_perf
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
@@ -48,25 +53,25 @@ class _Bands:
 
     def __init__(self, device_keys: tuple[str, ...]) -> None:
         self.device_keys = device_keys
-        self.bands: dict[tuple[str, str], float] = {}
+        self.settings: dict[tuple[str, str], Settings] = {}
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
             for key in self.device_keys:
-                self.bands[(item.nodeid, key)] = SESSION.for_test(item, key).calibrated_noise
+                self.settings[(item.nodeid, key)] = SESSION.for_test(item, key)
 
 
 @functools.cache
-def _collected_bands() -> dict[tuple[str, str], float]:
+def _collected_settings() -> dict[tuple[str, str], Settings]:
     plugin = _Bands((H200, H100))
     code = pytest.main(["--collect-only", "-qq", "-p", "no:cacheprovider", str(test_perf.__file__)], plugins=[plugin])
-    assert code == pytest.ExitCode.OK and plugin.bands, code
-    return plugin.bands
+    assert code == pytest.ExitCode.OK and plugin.settings, code
+    return plugin.settings
 
 
 def calibrated_band(nodeid: str, device_key: str) -> float:
     """The band test_perf.py's markers give this test on this GPU, through the plugin's own rule."""
-    return _collected_bands()[(nodeid, device_key)]
+    return _collected_settings()[(nodeid, device_key)].calibrated_noise
 
 
 def replayed(report: str, band_of: Any = None) -> list[tuple[str, Verdict]]:
@@ -150,3 +155,81 @@ def test_the_planted_slowdown_failed_on_another_h200_with_the_bands_in_force() -
         "tests/gemm_schedules/test_perf.py::test_faster_schedule_vs_cublas_at_8192::pingpong",
         "tests/gemm_schedules/test_perf.py::test_pingpong_vs_cooperative[square8192]::pingpong",
     ]
+
+
+# -- H100 Ping-pong 8192^3: the levels stored in its baseline entry ---------------------------
+PING_PONG_8192 = "test_pingpong_vs_cooperative[square8192]::pingpong"
+H100_LEVEL_RUNS = (
+    "2026-11-27-h100-4dfb-aa1", "2026-11-27-h100-4dfb-aa2", "2026-11-27-h100-59be-gemm-aa1",
+    "2026-11-27-h100-59be-gemm-aa2", "2026-11-27-h100-59be-gpuonly", "2026-11-27-h100-705d-aa1",
+    "2026-11-27-h100-705d-aa2", "2026-11-27-h100-c18e-aa", "2026-11-27-h100-d927-against-aa",
+    "2026-11-27-h100-d927-gpuonly", "2026-11-27-h100-e800-gemm-aa",
+)  # every A/A run of the GEMM suite on H100s in evidence/: what `gpuperf levels` read
+
+
+def ping_pong_run(report: str) -> dict[str, Any]:
+    """The calibrated Ping-pong 8192^3 measurement of a report (its summary, as a baseline entry takes it)."""
+    data = json.loads(gzip.decompress((EVIDENCE / f"{report}.json.gz").read_bytes()))
+    (m,) = [m for t in data["tests"] for m in t["measurements"] if m["key"] == PING_PONG_8192]
+    return dict(m["measurement"])
+
+
+def stored_h100_entry() -> Entry:
+    path = Path(__file__).resolve().parents[2] / "baselines" / H100 / "tests.gemm_schedules.test_perf.json"
+    return BaselineFile.read(path).entries[PING_PONG_8192]  # type: ignore[union-attr]
+
+
+def judged(run: dict[str, Any], stored: Entry, slower: float = 1.0) -> RegressionCheck:
+    """``run`` (made ``slower`` times as slow) judged against ``stored`` as the gate judges it, with the
+    bands test_perf.py gives Ping-pong 8192^3 on an H100."""
+    settings = _collected_settings()[(f"tests/gemm_schedules/test_perf.py::{PING_PONG_8192.partition('::')[0]}", H100)]
+    now = Entry.from_measurement(run)
+    cal = dict(run["calibration"], log_center=run["calibration"]["log_center"] + math.log(slower))
+    return compare_entries(now.with_extra(calibration=cal), stored, run["confidence"], settings.tolerance, settings.bands)
+
+
+def leave_one_out(report: str) -> Entry:
+    """The stored entry with its levels derived again from every other A/A run (the check is then
+    out of sample)."""
+    stored = stored_h100_entry()
+    others = [ping_pong_run(r) for r in H100_LEVEL_RUNS if r != report]
+    estimates = [parse_estimate(m["calibration"]) for m in others]
+    found = find_levels([e for e in estimates if e], min(m["confidence"] for m in others), 0.03)
+    return stored.with_extra(levels=levels_json(found, "reference:gemm", 0.03, [{}] * len(others)))
+
+
+def test_the_stored_levels_are_the_two_seen_on_six_h100s() -> None:
+    levels = stored_h100_entry().levels()
+    assert levels is not None
+    assert [round(math.exp(level.center), 2) for level in levels[1]] == [7.55, 8.85]
+
+
+@pytest.mark.parametrize("report", H100_LEVEL_RUNS)
+def test_every_h100_a_a_run_passes_against_levels_found_without_it(report: str) -> None:
+    check = judged(ping_pong_run(report), leave_one_out(report))
+    assert check.levels and check.verdict is Verdict.PASS, check
+
+
+def test_the_planted_slowdown_fails_against_the_stored_levels() -> None:
+    check = judged(ping_pong_run(H100_PLANTED), stored_h100_entry())
+    assert check.verdict is Verdict.FAIL and check.level == 1 and check.slowdown.low > 1.08
+
+
+def test_slowdowns_of_runs_at_a_level_are_caught_and_runs_across_levels_are_not() -> None:
+    """Each A/A run made slower, against levels found without it. A run that sat at one level (a
+    narrow interval) made 5% slower never passes: it fails where its interval is within about ±2%,
+    else it is INCONCLUSIVE; 8% slower, it fails. A run that visited both levels has an interval that
+    reaches a level, and passes (docs/statistics.md)."""
+    verdicts: dict[float, dict[str, Verdict]] = {1.05: {}, 1.08: {}}
+    narrow = set()
+    for report in H100_LEVEL_RUNS:
+        run = ping_pong_run(report)
+        if is_narrow(parse_estimate(run["calibration"]), run["confidence"], 0.03):  # type: ignore[arg-type]
+            narrow.add(report)
+        for slower, by_report in verdicts.items():
+            by_report[report] = judged(run, leave_one_out(report), slower).verdict
+    assert len(narrow) == 8
+    assert {r: v for r, v in verdicts[1.05].items() if r in narrow and v is Verdict.PASS} == {}
+    assert sum(v is Verdict.FAIL for v in verdicts[1.05].values()) == 5
+    assert {r for r, v in verdicts[1.08].items() if v is Verdict.FAIL} == narrow
+    assert {v for r, v in verdicts[1.08].items() if r not in narrow} == {Verdict.PASS}

@@ -1,0 +1,126 @@
+"""Kernels with levels: a time relative to the reference that sits at one of a few values per run.
+
+A power-capped kernel can hold one of two or more levels for a whole run (on H100s, Ping-pong
+GEMM at 8192^3 sat either about 7.55 or about 8.85 times the reference GEMM's time, 17% apart,
+while the reference and Cooperative did not move). Within a run such a level looks perfectly
+stable, so no within-run statistic tells it from a regression, and a single stored baseline
+needs a band wider than the distance between the levels. A baseline that stores every level
+can be checked to a few percent instead.
+
+Finding levels (``find_levels``), from the calibrated estimates of earlier runs of one variant:
+    1. keep the runs whose interval (at ``confidence``) reaches no further than ``band`` from
+       their estimate on either side: runs that visited two levels have wide intervals;
+    2. sort them and group each run with the first of the current group while it lies within
+       ``band`` of it (log scale), else start a new group;
+    3. a group of at least ``min_runs`` runs is a level: the mean of its runs' log centres, with
+       standard error sqrt((s^2 + mean(se_i^2)) / k) over its k runs (s the spread of the centres,
+       se_i each run's own, widened where its batches were correlated) and the runs' summed
+       degrees of freedom;
+    4. levels less than twice ``band`` apart are a spread of values, not levels (``too_close``):
+       a run between them would be within ``band`` of both.
+
+Judging a run against levels L_1 < ... < L_k (``judge_levels``): each level gets the regression
+rule of ``verdict`` with threshold θ = max(τ/2, band), giving V_i; then
+    PASS          some V_i is PASS (the run is at a recorded level, or its interval is too wide
+                  to tell)
+    INCONCLUSIVE  otherwise, some V_i is INCONCLUSIVE
+    IMPROVED      otherwise, every V_i is IMPROVED (faster than every level)
+    FAIL          otherwise: the whole interval lies more than θ from every level, slower than at
+                  least one. The slowdown reported is against the nearest level below the run.
+A run between two levels is read as the lower level slowed down; a true speed-up of the higher
+level that lands there also fails, and its message names both levels. A slowdown that lands on a
+higher level (13-20% on the H100 example) is not told from that level.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_gpuperf.gates.stats import Estimate, Interval
+from pytest_gpuperf.gates.verdict import Verdict, regression_verdict
+
+MIN_RUNS = 2
+
+
+@dataclass(frozen=True)
+class LevelCheck:
+    """The verdict against a set of levels and the level it is reported against."""
+
+    verdict: Verdict
+    level: int  # index into the levels, fastest first
+    slowdown: Interval  # now / that level
+    independent: bool
+
+
+def is_narrow(run: Estimate, confidence: float, band: float) -> bool:
+    """Whether ``run``'s interval reaches no further than ``band`` from its estimate on either side."""
+    iv = run.interval(confidence)
+    return iv.high <= iv.estimate * (1.0 + band) and iv.low >= iv.estimate / (1.0 + band)
+
+
+def find_levels(
+    runs: Sequence[Estimate], confidence: float, band: float, min_runs: int = MIN_RUNS
+) -> list[tuple[Estimate, list[int]]]:
+    """The levels in ``runs`` (calibrated log estimates of one variant), fastest first, each with
+    the indexes of the runs it was made from (see the module doc)."""
+    narrow = sorted((i for i, r in enumerate(runs) if is_narrow(r, confidence, band)), key=lambda i: runs[i].center)
+    groups: list[list[int]] = []
+    for i in narrow:
+        if groups and runs[i].center - runs[groups[-1][0]].center <= math.log1p(band):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return [(_pooled([runs[i] for i in g]), sorted(g)) for g in groups if len(g) >= min_runs]
+
+
+def too_close(levels: Sequence[Estimate], band: float) -> float | None:
+    """The smallest relative distance between adjacent ``levels`` when it is under twice ``band``, else None."""
+    gaps = [math.expm1(b.center - a.center) for a, b in itertools.pairwise(levels)]
+    closest = min(gaps, default=math.inf)
+    return closest if closest < 2 * band else None
+
+
+def _pooled(group: Sequence[Estimate]) -> Estimate:
+    centers = [r.center for r in group]
+    spread = statistics.stdev(centers) if len(centers) > 1 else 0.0
+    own = statistics.fmean((r.se * r.inflation) ** 2 for r in group)
+    return Estimate(
+        statistics.fmean(centers),
+        math.sqrt((spread**2 + own) / len(group)),
+        sum(r.df for r in group),
+        sum(r.n for r in group),
+    )
+
+
+def judge_levels(
+    now: Estimate, levels: Sequence[Estimate], confidence: float, tolerance: float, band: float
+) -> LevelCheck:
+    """``now`` (a calibrated log estimate) against ``levels`` (fastest first), by the module doc's rule."""
+    if not levels:
+        raise ValueError("judge_levels needs at least one level")
+    # A level's standard error already holds its runs' correlation; the batches that decide whether
+    # the difference is widened are this run's.
+    diffs = [
+        dataclasses.replace(now.minus(level), batch_size=now.batch_size, needed_batch_size=now.needed_batch_size)
+        for level in levels
+    ]
+    slowdowns = [d.interval(confidence) for d in diffs]
+    verdicts = [regression_verdict(s, tolerance, band) for s in slowdowns]
+    if Verdict.PASS in verdicts:
+        verdict = Verdict.PASS
+        candidates = [i for i, v in enumerate(verdicts) if v is Verdict.PASS]
+    elif Verdict.INCONCLUSIVE in verdicts:
+        verdict = Verdict.INCONCLUSIVE
+        candidates = [i for i, v in enumerate(verdicts) if v is Verdict.INCONCLUSIVE]
+    elif all(v is Verdict.IMPROVED for v in verdicts):
+        verdict, candidates = Verdict.IMPROVED, [0]
+    else:
+        verdict = Verdict.FAIL
+        candidates = [max(i for i, v in enumerate(verdicts) if v is Verdict.FAIL)]
+    level = min(candidates, key=lambda i: abs(math.log(slowdowns[i].estimate)))
+    return LevelCheck(verdict, level, slowdowns[level], diffs[level].independent)
