@@ -86,8 +86,7 @@ def _calibrated_run(record: Any) -> tuple[tuple[str, str, str, str], Estimate, f
     if not isinstance(record, dict) or record.get("verdict") == "contended":
         return None
     m = record.get("measurement")
-    cal = m.get("calibration") if isinstance(m, dict) else None
-    if not isinstance(cal, dict):
+    if not isinstance(m, dict) or not isinstance(cal := m.get("calibration"), dict):
         return None
     device = record.get("device")
     group = (
