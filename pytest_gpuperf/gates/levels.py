@@ -19,17 +19,20 @@ Finding levels (``find_levels``), from the calibrated estimates of earlier runs 
     4. levels less than twice ``band`` apart are a spread of values, not levels (``too_close``):
        a run between them would be within ``band`` of both.
 
-Judging a run against levels L_1 < ... < L_k (``judge_levels``): each level gets the regression
-rule of ``verdict`` with threshold θ = max(τ/2, band), giving V_i; then
-    PASS          some V_i is PASS (the run is at a recorded level, or its interval is too wide
-                  to tell)
-    INCONCLUSIVE  otherwise, some V_i is INCONCLUSIVE
-    IMPROVED      otherwise, every V_i is IMPROVED (faster than every level)
-    FAIL          otherwise: the whole interval lies more than θ from every level, slower than at
-                  least one. The slowdown reported is against the nearest level below the run.
+Judging a run against levels L_1 < ... < L_k (``judge_levels``), with θ = max(τ/2, band): each
+level gets the regression rule of ``verdict``, giving V_i on the interval of now / L_i; then
+    PASS          the run's estimate lies within θ of some level (on either side), or the run
+                  visited two levels: its lowest batch median lies within θ of L_i, its highest
+                  within θ of a higher L_j, and its estimate between L_i and L_j
+    IMPROVED      otherwise, every V_i is IMPROVED (the whole interval more than θ below every level)
+    FAIL          otherwise, every V_i is FAIL or IMPROVED and one is FAIL: the whole interval lies
+                  more than θ from every level, slower than at least one
+    INCONCLUSIVE  otherwise: off every level, but the interval reaches within θ of one
+The slowdown reported is against the level the run sits at, the nearest level below it (FAIL),
+the fastest level (IMPROVED), or the nearest level (INCONCLUSIVE).
 A run between two levels is read as the lower level slowed down; a true speed-up of the higher
-level that lands there also fails, and its message names both levels. A slowdown that lands on a
-higher level (13-20% on the H100 example) is not told from that level.
+level that lands there also fails, and its message names both levels. A slowdown that lands
+within θ of a higher level (13-20% on the H100 example) is not told from that level.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_gpuperf.gates.stats import Estimate, Interval
-from pytest_gpuperf.gates.verdict import Verdict, regression_verdict
+from pytest_gpuperf.gates.verdict import Verdict, regression_threshold, regression_verdict
 
 MIN_RUNS = 2
 
@@ -111,16 +114,27 @@ def judge_levels(
     ]
     slowdowns = [d.interval(confidence) for d in diffs]
     verdicts = [regression_verdict(s, tolerance, band) for s in slowdowns]
-    if Verdict.PASS in verdicts:
-        verdict = Verdict.PASS
-        candidates = [i for i, v in enumerate(verdicts) if v is Verdict.PASS]
-    elif Verdict.INCONCLUSIVE in verdicts:
-        verdict = Verdict.INCONCLUSIVE
-        candidates = [i for i, v in enumerate(verdicts) if v is Verdict.INCONCLUSIVE]
+    theta = regression_threshold(tolerance, band)
+    distance = [abs(math.log(s.estimate)) for s in slowdowns]
+    at = [i for i, s in enumerate(slowdowns) if 1.0 - theta <= s.estimate <= 1.0 + theta]
+    if at or _visited_two(now, levels, theta):
+        verdict, level = Verdict.PASS, min(at or range(len(levels)), key=distance.__getitem__)
     elif all(v is Verdict.IMPROVED for v in verdicts):
-        verdict, candidates = Verdict.IMPROVED, [0]
+        verdict, level = Verdict.IMPROVED, 0
+    elif all(v in (Verdict.FAIL, Verdict.IMPROVED) for v in verdicts):
+        verdict, level = Verdict.FAIL, max(i for i, v in enumerate(verdicts) if v is Verdict.FAIL)
     else:
-        verdict = Verdict.FAIL
-        candidates = [max(i for i, v in enumerate(verdicts) if v is Verdict.FAIL)]
-    level = min(candidates, key=lambda i: abs(math.log(slowdowns[i].estimate)))
+        verdict, level = Verdict.INCONCLUSIVE, min(range(len(levels)), key=distance.__getitem__)
     return LevelCheck(verdict, level, slowdowns[level], diffs[level].independent)
+
+
+def _visited_two(now: Estimate, levels: Sequence[Estimate], theta: float) -> bool:
+    """Whether ``now``'s lowest and highest batch medians sit within θ of two different levels with
+    its estimate between them (a run that moved between levels)."""
+    reach = math.log1p(theta)
+
+    def near(log_value: float) -> list[int]:
+        return [i for i, level in enumerate(levels) if abs(log_value - level.center) <= reach]
+
+    low, high = near(now.batch_low), near(now.batch_high)
+    return any(i < j and levels[i].center <= now.center <= levels[j].center for i in low for j in high)

@@ -143,18 +143,23 @@ def parse_estimate(raw: Any) -> Estimate | None:
         return None
     try:
         center, se, df = float(raw["log_center"]), float(raw["log_se"]), int(raw["df"])
-    except (KeyError, TypeError, ValueError):
+        n, lag1 = int(raw.get("n", df + 1)), float(raw.get("lag1", 0.0))
+        batch_size, needed = int(raw.get("batch_size", 0)), int(raw.get("needed_batch_size", 0))
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
     if not (math.isfinite(center) and math.isfinite(se) and se >= 0 and df >= 1):
         return None
+    low, high = finite_number(raw.get("batch_low")), finite_number(raw.get("batch_high"))
     return Estimate(
         center,
         se,
         df,
-        int(raw.get("n", df + 1)),
-        float(raw.get("lag1", 0.0)),
-        int(raw.get("batch_size", 0)),
-        int(raw.get("needed_batch_size", 0)),
+        n,
+        lag1,
+        batch_size,
+        needed,
+        -math.inf if low is None else low,
+        math.inf if high is None else high,
     )
 
 

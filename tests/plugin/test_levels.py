@@ -46,6 +46,11 @@ def test_a_level_s_error_holds_the_spread_of_its_runs() -> None:
 
 
 # -- judging against levels -----------------------------------------------------------------
+def visited(low: float, estimate: float, high: float) -> Estimate:
+    """A run whose batch medians reached from ``low`` to ``high`` (a run that moved between levels)."""
+    return Estimate(math.log(estimate), 0.03, 9, 100, batch_low=math.log(low), batch_high=math.log(high))
+
+
 LEVELS = [run_at(7.55, 0.001), run_at(8.85, 0.001)]
 
 
@@ -57,8 +62,11 @@ LEVELS = [run_at(7.55, 0.001), run_at(8.85, 0.001)]
         (run_at(7.93), Verdict.FAIL, 0),  # 5% above the fast level, 10% below the slow one
         (run_at(9.29), Verdict.FAIL, 1),  # 5% above the slow level
         (run_at(7.00), Verdict.IMPROVED, 0),  # faster than every level
-        (run_at(8.2, se=0.03), Verdict.PASS, 1),  # a run that visited both: its interval reaches a level
+        (visited(7.56, 8.2, 8.83), Verdict.PASS, 1),  # its batches sat at both levels
+        (visited(7.93, 8.2, 8.83), Verdict.INCONCLUSIVE, 1),  # the lowest batch at neither level
+        (run_at(8.2, se=0.03), Verdict.INCONCLUSIVE, 1),  # wide, between the levels, batches unknown
         (run_at(7.85, se=0.012), Verdict.INCONCLUSIVE, 0),  # 4% above the fast level, not established
+        (run_at(8.55, se=0.004), Verdict.INCONCLUSIVE, 1),  # 3.4% below the slow level: its interval reaches it
     ],
 )
 def test_a_run_is_judged_against_every_level(now: Estimate, verdict: Verdict, level: int) -> None:
