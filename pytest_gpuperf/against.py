@@ -147,6 +147,7 @@ class VariantCollector:
         self.device = real.device
         self.settings = real.settings
         self.variants: dict[str, Variant] = {}
+        self._real = real
 
     def measure(self, variant: Variant, **_: Any) -> Any:
         self.variants.setdefault(variant.name, variant)
@@ -162,6 +163,10 @@ class VariantCollector:
 
     def copy_bandwidth(self) -> float:
         return 1.0
+
+    def shared(self, key: Any, make: Any) -> Any:
+        """The working tree's object for ``key`` (``GpuPerf.shared``): both sides on the same buffers."""
+        return self._real.shared(key, make)
 
 
 class _Unmeasured:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 
@@ -26,6 +26,8 @@ from pytest_gpuperf.timing import sampler
 class GpuPerfInconclusive(UserWarning):
     """A gate could be neither confirmed nor refuted: too noisy, a level shift, or a contended GPU."""
 
+T = TypeVar("T")
+
 
 class GpuPerf:
     """Bound to one test: every result is recorded on the test's report."""
@@ -40,6 +42,7 @@ class GpuPerf:
         self._module = _module_path(item)
         self._test_key = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
         self._pairing: Any = None  # REV's variants of this test (--gpu-perf-against), built on first use
+        self._shared: dict[Hashable, Any] = {}
 
     # -- public API -------------------------------------------------------------------
     def measure(self, variant: Variant, *, check_baseline: bool = True) -> Measurement:
@@ -119,6 +122,19 @@ class GpuPerf:
     def copy_bandwidth(self) -> float:
         """This GPU's measured device-to-device copy bandwidth, bytes/s (read + write counted)."""
         return self._session.copy_bandwidth()
+
+    def shared(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, called once per ``key`` in this test. Under --gpu-perf-against, the other
+        revision's build of this test gets the same object for the same key, so both sides time
+        their kernels on the same buffers: a kernel whose time depends on where its inputs landed
+        (their addresses) then shows no difference between the revisions that the code did not
+        make. Share plain arrays, not objects of the project's own classes, which the two
+        revisions may define differently. A revision whose test does not call ``shared`` makes
+        its own."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        value: T = self._shared[key]
+        return value
 
     # -- internals --------------------------------------------------------------------
     def _baseline_file_readable(self) -> None:

@@ -74,13 +74,23 @@ def assert_nothing_escaped(after: str) -> None:
     )
 
 
-def make_variants(shape: str, load_gemm: Callable[[str], Any], names: tuple[str, ...], seed: int) -> dict[str, Variant]:
+def make_variants(
+    gpu_perf: GpuPerf, shape: str, load_gemm: Callable[[str], Any], names: tuple[str, ...], seed: int
+) -> dict[str, Variant]:
     """``names`` (schedules of VARIANTS, or "cublas") on one problem: random device inputs, shared
-    output; on a shape in PLACEMENT_COPIES, on that many problems, each variant cycling through them."""
+    output; on a shape in PLACEMENT_COPIES, on that many problems, each variant cycling through them.
+    The buffers come through gpu_perf.shared, so under --gpu-perf-against both revisions time on the
+    same ones (the decode shapes' times depend on where their buffers landed)."""
+    import dataclasses
+
     from kernels.gemm_schedules.problem import GemmProblem
 
+    def buffers(i: int) -> tuple[Any, ...]:
+        problem = GemmProblem.random(*PERF_SHAPES[shape], seed=seed + 1000 * i)
+        return tuple(getattr(problem, f.name) for f in dataclasses.fields(problem))
+
     copies = PLACEMENT_COPIES.get(shape, 1)
-    problems = [GemmProblem.random(*PERF_SHAPES[shape], seed=seed + 1000 * i) for i in range(copies)]
+    problems = [GemmProblem(*gpu_perf.shared(("gemm buffers", shape, seed, i), lambda i=i: buffers(i))) for i in range(copies)]
     variants = {}
     for name in names:
         if name == "cublas":
@@ -103,7 +113,7 @@ def make_variants(shape: str, load_gemm: Callable[[str], Any], names: tuple[str,
 def test_pingpong_vs_cooperative(gpu_perf: GpuPerf, load_gemm: Callable[[str], Any], shape: str) -> None:
     """The note's claim, per shape: Ping-pong at least as fast as Cooperative. Each shape's margin
     is what was measured there; below 1 where Cooperative wins (the note does not hold)."""
-    v = make_variants(shape, load_gemm, (*VARIANTS, "cublas"), seed=0)
+    v = make_variants(gpu_perf, shape, load_gemm, (*VARIANTS, "cublas"), seed=0)
     margin = SPEEDUP_MARGINS.get(gpu_perf.device.arch, {}).get(f"pingpong_vs_cooperative[{shape}]")
     comparison = gpu_perf.assert_speedup(v["pingpong"], v["cooperative"], at_least=margin)
     assert_nothing_escaped("Ping-pong vs Cooperative")
@@ -137,7 +147,7 @@ def test_faster_schedule_vs_cublas_at_8192(gpu_perf: GpuPerf, load_gemm: Callabl
     shortfall = FAMILY.target_shortfall(arch, gpu_perf.device.name, "cublas_fraction")
     required = CUBLAS_FRACTION_REQUIRED.get(arch, {}).get("square8192")
     best = FASTER_SCHEDULE.get(arch, {}).get("square8192", "cooperative")
-    v = make_variants("square8192", load_gemm, (best, "cublas"), seed=1)
+    v = make_variants(gpu_perf, "square8192", load_gemm, (best, "cublas"), seed=1)
     comparison = gpu_perf.assert_speedup(v[best], v["cublas"], at_least=None if shortfall else required)
     assert_nothing_escaped(f"{best} vs cuBLAS")
     gpu_perf.record(f"{best}_over_cublas", comparison.speedup)

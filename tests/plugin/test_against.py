@@ -104,3 +104,42 @@ def test_an_unknown_revision_is_a_usage_error(pytester: pytest.Pytester, fake_gp
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: pytest-gpuperf: --gpu-perf-against 'no-such-branch' is neither a folder nor a git revision*"])
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+SHARING_MODULE = """
+import os
+from pytest_gpuperf import Variant
+
+def test_k(gpu_perf):
+    from mylib import version
+
+    def make():
+        with open(os.environ["SEEN_FILE"], "a") as f:
+            f.write("made-by-" + version.VERSION + "\\n")
+        return [version.VERSION]
+
+    buffers = gpu_perf.shared(("inputs", 0), make)
+    assert gpu_perf.shared(("inputs", 0), make) is buffers
+
+    def launch():
+        with open(os.environ["SEEN_FILE"], "a") as f:
+            f.write(version.VERSION + "-on-" + buffers[0] + "\\n")
+
+    gpu_perf.measure(Variant("k", launch))
+"""
+
+
+def test_both_revisions_time_on_the_buffers_the_test_shares(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], project: Path, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_perf=SHARING_MODULE)
+    (project / "mylib" / "version.py").write_text('VERSION = "rev"\n')
+    git(project, "add", ".")
+    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "sharing")
+    (project / "mylib" / "version.py").write_text('VERSION = "head"\n')
+    fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
+    pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD").assert_outcomes(passed=1)
+    assert seen(tmp_path) == {"made-by-head", "head-on-head", "rev-on-head"}
+    (tmp_path / "seen.txt").unlink()
+    pytester.runpytest("--gpu-perf").assert_outcomes(passed=1)
+    assert seen(tmp_path) == {"made-by-head", "head-on-head"}
