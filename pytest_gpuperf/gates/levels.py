@@ -21,7 +21,8 @@ Finding levels (``find_levels``), from the calibrated estimates of earlier runs 
 
 Judging a run against levels L_1 < ... < L_k (``judge_levels``), with θ = max(τ/2, band): each
 level gets the regression rule of ``verdict``, giving V_i on the interval of now / L_i; then
-    PASS          the run's estimate lies within θ of some level (on either side), or the run
+    PASS          the run sat at a level: its estimate lies within θ of some level (on either
+                  side) and its interval reaches no further than θ from the estimate; or the run
                   visited two levels: its lowest batch median lies within θ of L_i, its highest
                   within θ of a higher L_j, and its estimate between L_i and L_j
     IMPROVED      otherwise, every V_i is IMPROVED (the whole interval more than θ below every level)
@@ -116,10 +117,11 @@ def judge_levels(
     verdicts = [regression_verdict(s, tolerance, band) for s in slowdowns]
     theta = regression_threshold(tolerance, band)
     distance = [abs(math.log(s.estimate)) for s in slowdowns]
-    at = [i for i, s in enumerate(slowdowns) if 1.0 - theta <= s.estimate <= 1.0 + theta]
+    near = [i for i, s in enumerate(slowdowns) if 1.0 - theta <= s.estimate <= 1.0 + theta]
+    at = near if is_narrow(now, confidence, theta) else []
     if at or _visited_two(now, levels, theta):
         verdict, level = Verdict.PASS, min(at or range(len(levels)), key=distance.__getitem__)
-    elif all(v is Verdict.IMPROVED for v in verdicts):
+    elif all(v is Verdict.IMPROVED for v in verdicts):  # a wide run near a level is neither
         verdict, level = Verdict.IMPROVED, 0
     elif all(v in (Verdict.FAIL, Verdict.IMPROVED) for v in verdicts):
         verdict, level = Verdict.FAIL, max(i for i, v in enumerate(verdicts) if v is Verdict.FAIL)

@@ -63,6 +63,7 @@ LEVELS = [run_at(7.55, 0.001), run_at(8.85, 0.001)]
         (run_at(9.29), Verdict.FAIL, 1),  # 5% above the slow level
         (run_at(7.00), Verdict.IMPROVED, 0),  # faster than every level
         (visited(7.56, 8.2, 8.83), Verdict.PASS, 1),  # its batches sat at both levels
+        (run_at(7.58, se=0.012), Verdict.INCONCLUSIVE, 0),  # near the fast level, too wide to place
         (visited(7.93, 8.2, 8.83), Verdict.INCONCLUSIVE, 1),  # the lowest batch at neither level
         (run_at(8.2, se=0.03), Verdict.INCONCLUSIVE, 1),  # wide, between the levels, batches unknown
         (run_at(7.85, se=0.012), Verdict.INCONCLUSIVE, 0),  # 4% above the fast level, not established
