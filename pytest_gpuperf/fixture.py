@@ -26,6 +26,7 @@ from pytest_gpuperf.timing import sampler
 class GpuPerfInconclusive(UserWarning):
     """A gate could be neither confirmed nor refuted: too noisy, a level shift, or a contended GPU."""
 
+
 T = TypeVar("T")
 
 
