@@ -146,6 +146,9 @@ def with_levels(pytester: pytest.Pytester, fake_gpu: Callable[..., None], capsys
 
 
 def test_a_run_at_either_stored_level_passes(pytester: pytest.Pytester, fake_gpu: Callable[..., None], with_levels: Path) -> None:
+    from pytest_gpuperf.store.schemas import schema_errors
+
+    assert schema_errors(json.loads(with_levels.read_text()), "baselines") == []
     stored = json.loads(with_levels.read_text())["entries"][KEY]["levels"]
     assert [round(level["ratio"] / stored["levels"][0]["ratio"], 2) for level in stored["levels"]] == [1.0, 1.17]
     assert [level["runs"] for level in stored["levels"]] == [2, 2]
