@@ -333,10 +333,13 @@ def _levels_change(ch: Change) -> str:
         return ""
     if ch.new.levels() is not None:
         return f"; its {len(old[1])} stored levels kept (the new time sits at one)"
-    return (
-        f"; its {len(old[1])} stored levels DROPPED: the new time sits at none of them "
-        "(gpuperf levels derives them again from new reports)"
+    calibration = ch.new.calibration()
+    why = (
+        "the new time sits at none of them"
+        if calibration is not None and calibration[0] == old[0]
+        else f"the new time was not timed against their reference, {old[0]}"
     )
+    return f"; its {len(old[1])} stored levels DROPPED: {why} (gpuperf levels derives them again from new reports)"
 
 
 def static_lines(records: Iterable[Record], no_gpu: Counter[str], no_gpu_reason: str | None) -> list[str]:

@@ -184,6 +184,14 @@ def test_an_update_keeps_levels_the_new_time_sits_at_and_drops_others_saying_so(
     assert "levels" not in json.loads(with_levels.read_text())["entries"][KEY]
 
 
+def test_an_uncalibrated_update_drops_the_levels_saying_why(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], with_levels: Path
+) -> None:
+    result = a_run(pytester, fake_gpu, FAST, 22, "--gpu-perf-update-baselines", "--gpu-perf-calibrate=off")
+    result.stdout.fnmatch_lines(lit("*stored levels DROPPED: the new time was not timed against their reference, reference:*"))
+    assert "levels" not in json.loads(with_levels.read_text())["entries"][KEY]
+
+
 def test_levels_are_not_stored_without_an_entry_or_with_one_level(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], capsys: pytest.CaptureFixture[str]
 ) -> None:
