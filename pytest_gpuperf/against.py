@@ -29,15 +29,17 @@ import io
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_gpuperf.errors import GpuPerfUsageError
 from pytest_gpuperf.results import Variant
 from pytest_gpuperf.store.files import private_dir
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -164,9 +166,10 @@ class VariantCollector:
     def copy_bandwidth(self) -> float:
         return 1.0
 
-    def shared(self, key: Any, make: Any) -> Any:
+    def shared(self, key: Hashable, make: Callable[[], T]) -> T:
         """The working tree's object for ``key`` (``GpuPerf.shared``): both sides on the same buffers."""
-        return self._real.shared(key, make)
+        value: T = self._real.shared(key, make)
+        return value
 
 
 class _Unmeasured:

@@ -308,16 +308,19 @@ def _cmd_margins(args: argparse.Namespace) -> int:
 
 
 def _cmd_levels(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.store.levels import command
+    from pytest_gpuperf.store.levels import UsageError, command
 
-    text, status = command(
-        [Path(r) for r in args.reports],
-        Path(args.dir),
-        band=args.band,
-        min_runs=args.min_runs,
-        only=args.only or (),
-        write=args.write,
-    )
+    try:
+        text, status = command(
+            [Path(r) for r in args.reports],
+            Path(args.dir),
+            band=args.band,
+            min_runs=args.min_runs,
+            only=args.only or (),
+            write=args.write,
+        )
+    except UsageError as exc:
+        raise _Usage(str(exc)) from None
     sys.stdout.write(text)
     return status
 
@@ -497,9 +500,10 @@ def build_parser() -> argparse.ArgumentParser:
         "machines of one GPU model) and find, for each variant calibrated against a reference kernel, the levels "
         "its time relative to the reference sat at: runs whose interval reaches no further than --band from their "
         "estimate, grouped within --band; a group of --min-runs or more runs is a level. With --write, the levels of "
-        "every variant that has two or more, at least twice --band apart, are stored in its baseline entry, and its regression check then passes "
-        "a run within --gpu-perf-level-noise of any level (docs/statistics.md). Exit 1 when --write could not store "
-        "a variant's levels.",
+        "every variant that has two or more, at least twice --band apart, are stored in its baseline entry; its "
+        "regression check then passes a run that sits at a level (within --gpu-perf-level-noise, with an interval as "
+        "narrow) or across two, and fails one clear of every level and slower than one (docs/statistics.md). A report "
+        "given twice counts once. Exit 1 when --write could not store a variant's levels.",
     )
     p.add_argument("reports", nargs="+", metavar="REPORT", help="a saved report (.json or .json.gz)")
     p.add_argument(

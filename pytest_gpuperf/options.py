@@ -228,7 +228,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "level-noise",
         "Band for regression checks against a baseline that stores levels (gpuperf levels: a kernel "
-        "that holds one of a few calibrated times per run): a run within this of any level passes "
+        "that holds one of a few calibrated times per run): a run that sits within this of a level, its "
+        "interval as narrow, passes; one further than this from every level and slower than one fails "
         "(0.03 = 3%).",
         _fraction_or_zero,
         0.03,

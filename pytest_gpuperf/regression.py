@@ -6,7 +6,8 @@ machine, a clock level or a drift that moves the kernel and the reference alike 
 Otherwise the raw times are compared, and only the machine band b separates a machine's
 offset from a regression. An entry that stores levels (``gpuperf levels``: a kernel that holds one
 of a few calibrated values per run) is judged against every level with the level band
-(``gates.levels``) when the run is calibrated against the same reference.
+(``gates.levels``) when the run is calibrated against the same reference and the levels lie at
+least 2θ apart (closer, they cannot be told apart at that θ, and the entry's own baseline decides).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.gates.levels import judge_levels
+from pytest_gpuperf.gates.levels import judge_levels, too_close
 from pytest_gpuperf.gates.stats import Estimate, Interval, estimate_from_interval
 from pytest_gpuperf.gates.verdict import Bands, Verdict, regression_threshold, regression_verdict
 from pytest_gpuperf.results import Comparison, Measurement
@@ -76,7 +77,12 @@ def _judge(
     bands: Bands,
 ) -> RegressionCheck:
     stored_levels = entry.levels()
-    if now_cal is not None and stored_levels is not None and stored_levels[0] == now_cal[0]:
+    if (
+        now_cal is not None
+        and stored_levels is not None
+        and stored_levels[0] == now_cal[0]
+        and too_close(stored_levels[1], regression_threshold(tolerance, bands.level)) is None
+    ):
         return _judge_levels(now_cal[1], now_cal[0], stored_levels[1], confidence, tolerance, bands.level)
     stored_cal = entry.calibration()
     if now_cal is not None and stored_cal is not None and stored_cal[0] == now_cal[0]:

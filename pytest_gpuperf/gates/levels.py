@@ -19,21 +19,28 @@ Finding levels (``find_levels``), from the calibrated estimates of earlier runs 
     4. levels less than twice ``band`` apart are a spread of values, not levels (``too_close``):
        a run between them would be within ``band`` of both.
 
-Judging a run against levels L_1 < ... < L_k (``judge_levels``), with θ = max(τ/2, band): each
-level gets the regression rule of ``verdict``, giving V_i on the interval of now / L_i; then
-    PASS          the run sat at a level: its estimate lies within θ of some level (on either
-                  side) and its interval reaches no further than θ from the estimate; or the run
-                  visited two levels: its lowest batch median lies within θ of L_i, its highest
-                  within θ of a higher L_j, and its estimate between L_i and L_j
+Judging a run against levels L_1 < ... < L_k (``judge_levels``), with θ = max(τ/2, band); "within
+θ of L" means between L / (1 + θ) and L (1 + θ). Each level gets the regression rule of
+``verdict``, giving V_i on the interval of now / L_i; then
+    PASS          the run sat at a level: its estimate lies within θ of some level and its interval
+                  reaches no further than θ from the estimate on either side; or the run visited
+                  two levels: its lowest batch median lies within θ of L_i, its highest within θ of
+                  a higher L_j, and its estimate between L_i and L_j; or its estimate lies below
+                  L_1 and V_1 is PASS (faster than every level, not established: as against a
+                  single baseline, a faster estimate is never undecided)
     IMPROVED      otherwise, every V_i is IMPROVED (the whole interval more than θ below every level)
     FAIL          otherwise, every V_i is FAIL or IMPROVED and one is FAIL: the whole interval lies
                   more than θ from every level, slower than at least one
-    INCONCLUSIVE  otherwise: off every level, but the interval reaches within θ of one
-The slowdown reported is against the level the run sits at, the nearest level below it (FAIL),
-the fastest level (IMPROVED), or the nearest level (INCONCLUSIVE).
+    INCONCLUSIVE  otherwise: near a level with an interval too wide to place it there, or off every
+                  level with an interval that reaches within θ of one
+The slowdown reported is against the level the run sits at (the nearest of those it may sit at,
+or the nearest it visited), the nearest level below it (FAIL), the fastest level (IMPROVED, or
+faster than every level), or the nearest level (INCONCLUSIVE).
 A run between two levels is read as the lower level slowed down; a true speed-up of the higher
 level that lands there also fails, and its message names both levels. A slowdown that lands
-within θ of a higher level (13-20% on the H100 example) is not told from that level.
+within θ of a higher level (13-20% on the H100 example) is not told from that level. Levels
+less than 2θ apart cannot be told apart at that θ: ``too_close`` says so, and the regression
+check then does not use them.
 """
 
 from __future__ import annotations
@@ -116,13 +123,17 @@ def judge_levels(
     slowdowns = [d.interval(confidence) for d in diffs]
     verdicts = [regression_verdict(s, tolerance, band) for s in slowdowns]
     theta = regression_threshold(tolerance, band)
-    distance = [abs(math.log(s.estimate)) for s in slowdowns]
-    near = [i for i, s in enumerate(slowdowns) if 1.0 - theta <= s.estimate <= 1.0 + theta]
+    reach = math.log1p(theta)
+    distance = [abs(d.center) for d in diffs]
+    near = [i for i in range(len(levels)) if distance[i] <= reach]
     at = near if is_narrow(now, confidence, theta) else []
-    if at or _visited_two(now, levels, theta):
-        verdict, level = Verdict.PASS, min(at or range(len(levels)), key=distance.__getitem__)
-    elif all(v is Verdict.IMPROVED for v in verdicts):  # a wide run near a level is neither
+    visited = _visited_two(now, levels, reach)
+    if at or visited:
+        verdict, level = Verdict.PASS, min(at or visited, key=distance.__getitem__)
+    elif all(v is Verdict.IMPROVED for v in verdicts):
         verdict, level = Verdict.IMPROVED, 0
+    elif now.center < levels[0].center and verdicts[0] is Verdict.PASS:
+        verdict, level = Verdict.PASS, 0
     elif all(v in (Verdict.FAIL, Verdict.IMPROVED) for v in verdicts):
         verdict, level = Verdict.FAIL, max(i for i, v in enumerate(verdicts) if v is Verdict.FAIL)
     else:
@@ -130,13 +141,15 @@ def judge_levels(
     return LevelCheck(verdict, level, slowdowns[level], diffs[level].independent)
 
 
-def _visited_two(now: Estimate, levels: Sequence[Estimate], theta: float) -> bool:
-    """Whether ``now``'s lowest and highest batch medians sit within θ of two different levels with
-    its estimate between them (a run that moved between levels)."""
-    reach = math.log1p(theta)
+def _visited_two(now: Estimate, levels: Sequence[Estimate], reach: float) -> list[int]:
+    """The levels ``now``'s lowest and highest batch medians sit within ``reach`` (log scale) of, when
+    they are two different levels with its estimate between them (a run that moved between levels)."""
 
     def near(log_value: float) -> list[int]:
         return [i for i, level in enumerate(levels) if abs(log_value - level.center) <= reach]
 
-    low, high = near(now.batch_low), near(now.batch_high)
-    return any(i < j and levels[i].center <= now.center <= levels[j].center for i in low for j in high)
+    for i in near(now.batch_low):
+        for j in near(now.batch_high):
+            if i < j and levels[i].center <= now.center <= levels[j].center:
+                return [i, j]
+    return []

@@ -45,6 +45,11 @@ class Interval:
         return self.low <= value <= self.high
 
 
+def _exp(x: float) -> float:
+    """exp(x), infinite past the float range (an interval of a wildly uncertain stored estimate)."""
+    return math.exp(x) if x < 709.0 else math.inf
+
+
 BATCHES = 10  # consecutive batches of one series
 BATCH_FACTOR = 6.0  # a batch must span this many integrated autocorrelation times
 MIN_BATCH = 2  # samples per batch below which no batch estimate is made
@@ -83,7 +88,7 @@ class Estimate:
         from scipy import stats as sps  # lazily: loading the plugin must stay cheap
 
         half = float(sps.t.ppf(0.5 + confidence / 2.0, max(self.df, 1))) * self.se * self.inflation
-        return Interval(math.exp(self.center), math.exp(self.center - half), math.exp(self.center + half), confidence)
+        return Interval(_exp(self.center), _exp(self.center - half), _exp(self.center + half), confidence)
 
     def minus(self, other: Estimate) -> Estimate:
         """The difference of two independent estimates (a log-ratio), Welch-style degrees of freedom."""

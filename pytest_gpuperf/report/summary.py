@@ -123,21 +123,27 @@ def format_regression_failure(m: Measurement, entry: Entry, check: RegressionChe
 def _levels_failure(
     m: Measurement, entry: Entry, check: RegressionCheck, device_key: str, path: Path, table: str
 ) -> str:
-    """A run judged against the levels its baseline stores (``gates.levels``)."""
+    """A run judged against the levels its baseline stores (``gates.levels``): FAIL or INCONCLUSIVE."""
     s = check.slowdown
-    level = check.level or 0
+    n = (check.level or 0) + 1
     ratios = ", ".join(f"{r:.4g}x" for r in check.levels)
-    decided = check.verdict.value == "fail"
-    head = "performance REGRESSION" if decided else "regression check INCONCLUSIVE"
     theta = 100 * check.threshold
-    if decided:
-        why = f"the whole interval lies more than {theta:.3g}% from every level, and above level {level + 1}"
+    near = 1 / (1 + check.threshold) <= s.estimate <= 1 + check.threshold
+    if check.verdict.value == "fail":
+        head, where = "performance REGRESSION", f"sits at none of the {len(check.levels)} levels stored for it"
+        why = f"the whole interval lies more than {theta:.3g}% from every level, and above level {n}"
+    elif near:
+        head, where = (
+            "regression check INCONCLUSIVE",
+            f"cannot be placed at level {n} of the {len(check.levels)} stored for it",
+        )
+        why = f"its estimate is within {theta:.3g}% of level {n}, but its interval is too wide to place it there"
     else:
-        why = f"it is more than {theta:.3g}% above level {level + 1} but its interval reaches within {theta:.3g}%"
+        head, where = "regression check INCONCLUSIVE", f"sits at none of the {len(check.levels)} levels stored for it"
+        why = f"its estimate is more than {theta:.3g}% from every level, but its interval reaches within {theta:.3g}% of level {n}"
     return (
-        f"{head}: {m.name!r} sits at none of the {len(check.levels)} levels stored for it on {device_key} ({path}); "
-        f"it is {100 * (s.estimate - 1):.1f}% slower than level {level + 1}\n{table}\n"
-        f"  slowdown  {s.estimate:.4f}x {_ci(s.low, s.high)} against level {level + 1} "
+        f"{head}: {m.name!r} {where} on {device_key} ({path}); it is {_relative(s.estimate)} level {n}\n{table}\n"
+        f"  slowdown  {s.estimate:.4f}x {_ci(s.low, s.high)} against level {n} "
         f"({100 * s.confidence:g}% CI, relative to {check.calibrated_by} timed in the same rounds)\n"
         f"  levels    {ratios} the time of {check.calibrated_by}, fastest first\n"
         f"  threshold {theta:.3g}% = max(tolerance {100 * check.tolerance:g}% / 2, level band {100 * check.band:g}%) "
@@ -146,6 +152,11 @@ def _levels_failure(
         + "  If the change is intended, re-record with pytest --gpu-perf --gpu-perf-update-baselines, then derive the "
         "levels again from new reports with gpuperf levels"
     )
+
+
+def _relative(ratio: float) -> str:
+    """'4.9% slower than' or '3.4% faster than' for a time ratio now / then."""
+    return f"{100 * abs(ratio - 1):.1f}% {'slower' if ratio >= 1 else 'faster'} than"
 
 
 def format_against_failure(pair: Comparison, check: RegressionCheck, label: str) -> str:
@@ -332,7 +343,7 @@ def _levels_change(ch: Change) -> str:
     if old is None:
         return ""
     if ch.new.levels() is not None:
-        return f"; its {len(old[1])} stored levels kept (the new time sits at one)"
+        return f"; its {len(old[1])} stored levels kept (the new time sits at one, or across two)"
     calibration = ch.new.calibration()
     why = (
         "the new time sits at none of them"

@@ -77,8 +77,8 @@ class Entry:
         return str(raw["reference"]), est
 
     def levels(self) -> tuple[str, list[Estimate]] | None:
-        """The reference kernel and the recorded levels of log(t / t_reference), fastest first, if
-        ``gpuperf levels`` stored them (``gates.levels``)."""
+        """The reference kernel and the recorded levels of log(t / t_reference), fastest first (the
+        reader refuses them in another order), if ``gpuperf levels`` stored them (``gates.levels``)."""
         raw = self.extra.get("levels")
         if not isinstance(raw, dict) or not isinstance(raw.get("reference"), str):
             return None
@@ -86,7 +86,7 @@ class Entry:
         levels = [e for e in found if e is not None]
         if len(levels) < 2 or len(levels) != len(found):
             return None
-        return str(raw["reference"]), sorted(levels, key=lambda e: e.center)
+        return str(raw["reference"]), levels
 
     def problem(self) -> str | None:
         """Why the reader would refuse this entry (so an update must not write it), or None."""
@@ -137,30 +137,42 @@ def _fail(path: Path, field_name: str, problem: str) -> BaselineFileError:
     )
 
 
+MAX_LOG = 100.0  # |log| of a time or a ratio: e^100 is far past any GPU time in seconds or any ratio
+
+
 def parse_estimate(raw: Any) -> Estimate | None:
-    """An ``Estimate`` from its stored summary; None when absent or malformed."""
+    """An ``Estimate`` from its stored summary; None when absent or malformed (a centre beyond
+    ±MAX_LOG, a standard error beyond MAX_LOG, counts that are not integers)."""
     if not isinstance(raw, dict):
         return None
-    try:
-        center, se, df = float(raw["log_center"]), float(raw["log_se"]), int(raw["df"])
-        n, lag1 = int(raw.get("n", df + 1)), float(raw.get("lag1", 0.0))
-        batch_size, needed = int(raw.get("batch_size", 0)), int(raw.get("needed_batch_size", 0))
-    except (KeyError, TypeError, ValueError, OverflowError):
+    center, se = finite_number(raw.get("log_center")), finite_number(raw.get("log_se"))
+    if center is None or se is None or abs(center) > MAX_LOG or not 0 <= se <= MAX_LOG:
         return None
-    if not (math.isfinite(center) and math.isfinite(se) and se >= 0 and df >= 1):
+    df = raw.get("df")
+    if not isinstance(df, int) or not _count(df) or df < 1:
         return None
+    n, batch_size, needed = (
+        raw.get(k, default) for k, default in (("n", df + 1), ("batch_size", 0), ("needed_batch_size", 0))
+    )
+    if not (_count(n) and _count(batch_size) and _count(needed)):
+        return None
+    lag1 = finite_number(raw.get("lag1", 0.0))
     low, high = finite_number(raw.get("batch_low")), finite_number(raw.get("batch_high"))
     return Estimate(
         center,
         se,
         df,
         n,
-        lag1,
+        0.0 if lag1 is None else lag1,
         batch_size,
         needed,
         -math.inf if low is None else low,
         math.inf if high is None else high,
     )
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def entry_problem(raw: Any) -> tuple[str, str] | None:
@@ -213,12 +225,18 @@ def _levels_problem(raw: Any, calibration: Any) -> tuple[str, str] | None:
     levels = raw.get("levels")
     if not isinstance(levels, list) or len(levels) < 2:
         return "levels.levels", f"must be a list of at least 2 levels, got {shown(levels)}"
+    centers: list[float] = []
     for i, level in enumerate(levels):
-        if parse_estimate(level) is None:
+        estimate = parse_estimate(level)
+        if estimate is None:
             return (
                 f"levels.levels[{i}]",
-                "must be an object with a finite log_center, a log_se of 0 or more and df >= 1",
+                f"must be an object with a log_center within ±{MAX_LOG:g}, a log_se from 0 to {MAX_LOG:g} and an "
+                "integer df >= 1",
             )
+        if centers and estimate.center <= centers[-1]:
+            return f"levels.levels[{i}]", "must be slower than the level before it: levels are stored fastest first"
+        centers.append(estimate.center)
     return None
 
 

@@ -11,7 +11,7 @@ in its baseline entry::
       "reference": "reference:gemm",       # the entry's calibration reference
       "band": 0.03,                        # runs within this of a level's first run joined it
       "derived_at": "2026-11-27T10:00:00+00:00",
-      "reports": [{"file": ..., "created": ..., "commit": ..., "gpu": ...}],
+      "reports": [{"file": ..., "created": ..., "commit": ..., "dirty": ..., "gpu": ...}],
       "levels": [{"ratio": 7.54, "log_center": ..., "log_se": ..., "df": ..., "n": ..., "runs": 5,
                   "reports": [0, 3, ...]}, ...]     # fastest first; indexes into "reports"
     }
@@ -31,10 +31,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.gates.levels import MIN_RUNS, find_levels, is_narrow, too_close
 from pytest_gpuperf.gates.stats import Estimate
 from pytest_gpuperf.store.baselines import BaselineStore, Entry, module_file_name, parse_estimate
 from pytest_gpuperf.store.jsonio import finite_number
+
+Placed = list[tuple[Estimate, list[int]]]  # each level and the indexes of the reports its runs came from
+
+
+class UsageError(Exception):
+    """Arguments that do not fit together; the CLI turns it into its usage error."""
 
 
 @dataclass(frozen=True)
@@ -59,15 +66,18 @@ class Variant:
 
 @dataclass(frozen=True)
 class Found:
+    """One variant's levels and what the command did with them."""
+
     variant: Variant
-    levels: list[tuple[Estimate, list[int]]]  # each level and the reports of its runs
+    levels: Placed
     narrow: int  # runs narrow enough to place at a level
     outcome: str  # what was or would be done
 
 
 def collect(reports: Sequence[Mapping[str, Any]], only: Sequence[str] = ()) -> list[Variant]:
     """Every calibrated, uncontended measurement in ``reports``, grouped by GPU model, module,
-    key and reference; ``only`` (globs of keys) keeps those that match one."""
+    key and reference; ``only`` (globs of keys) keeps those that match one. A variant measured
+    more than once in one report counts once (its first measurement): a level is made of runs."""
     variants: dict[tuple[str, str, str, str], Variant] = {}
     for index, report in enumerate(reports):
         for test in report.get("tests", []):
@@ -76,7 +86,9 @@ def collect(reports: Sequence[Mapping[str, Any]], only: Sequence[str] = ()) -> l
                 if found is None or (only and not any(fnmatch.fnmatchcase(found[0][2], p) for p in only)):
                     continue
                 group, estimate, confidence = found
-                variants.setdefault(group, Variant(*group)).runs.append(Run(index, estimate, confidence))
+                variant = variants.setdefault(group, Variant(*group))
+                if not variant.runs or variant.runs[-1].report != index:
+                    variant.runs.append(Run(index, estimate, confidence))
     return [variants[k] for k in sorted(variants)]
 
 
@@ -104,7 +116,7 @@ def _calibrated_run(record: Any) -> tuple[tuple[str, str, str, str], Estimate, f
     return (str(group[0]), str(group[1]), str(group[2]), str(group[3])), estimate, confidence
 
 
-def levels_of(variant: Variant, band: float, min_runs: int) -> tuple[list[tuple[Estimate, list[int]]], int]:
+def levels_of(variant: Variant, band: float, min_runs: int) -> tuple[Placed, int]:
     """The variant's levels, each with the reports its runs came from, and how many runs were narrow."""
     confidence = min(run.confidence for run in variant.runs)
     estimates = [run.estimate for run in variant.runs]
@@ -114,7 +126,7 @@ def levels_of(variant: Variant, band: float, min_runs: int) -> tuple[list[tuple[
 
 
 def levels_json(
-    levels: Sequence[tuple[Estimate, list[int]]],
+    levels: Placed,
     reference: str,
     band: float,
     sources: Sequence[Mapping[str, Any]],
@@ -144,15 +156,40 @@ def levels_json(
 
 def source_of(path: Path, report: Mapping[str, Any]) -> dict[str, Any]:
     """What a levels field records of one report: its file, date, commit and GPU."""
-    provenance = report.get("provenance") or {}
-    gpus = sorted({str(d.get("uuid")) for d in (report.get("devices") or {}).values() if isinstance(d, dict)})
+    provenance = report.get("provenance")
+    provenance = provenance if isinstance(provenance, dict) else {}
+    devices = report.get("devices")
+    devices = devices.values() if isinstance(devices, dict) else []
+    gpus = sorted({str(d["uuid"]) for d in devices if isinstance(d, dict) and isinstance(d.get("uuid"), str)})
+
+    def text(value: Any) -> str | None:
+        return value if isinstance(value, str) else None
+
     return {
         "file": path.name,
-        "created": report.get("created"),
-        "commit": provenance.get("commit"),
-        "dirty": provenance.get("dirty"),
+        "created": text(report.get("created")),
+        "commit": text(provenance.get("commit")),
+        "dirty": provenance.get("dirty") if isinstance(provenance.get("dirty"), bool) else None,
         "gpu": ", ".join(gpus) or None,
     }
+
+
+def _distinct(paths: Sequence[Path], reports: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[str]]:
+    """The indexes of the reports to use, and a line for each one skipped as a copy of an earlier
+    one (the same content, under the same or another name): a copy is not another run."""
+    import hashlib
+    import json
+
+    seen: dict[str, Path] = {}
+    keep, skipped = [], []
+    for i, (path, report) in enumerate(zip(paths, reports, strict=True)):
+        digest = hashlib.sha256(json.dumps(report, sort_keys=True).encode()).hexdigest()
+        if digest in seen:
+            skipped.append(f"{path}: the same report as {seen[digest]}, counted once")
+            continue
+        seen[digest] = path
+        keep.append(i)
+    return keep, skipped
 
 
 def _blocker(entry: Entry | None, variant: Variant, path: Path) -> str | None:
@@ -175,11 +212,16 @@ def command(
     only: Sequence[str] = (),
     write: bool = False,
 ) -> tuple[str, int]:
-    """``gpuperf levels``: the output and the exit status (1 when ``write`` could not store a variant's levels)."""
+    """``gpuperf levels``: the output and the exit status (1 when ``write`` could not store a
+    variant's levels; what was stored meanwhile is listed)."""
     from pytest_gpuperf.store.reports import load_report
 
-    reports = [load_report(path) for path in report_paths]
-    sources = [source_of(path, report) for path, report in zip(report_paths, reports, strict=True)]
+    if band <= 0:
+        raise UsageError(f"--band must be above 0, got {band:g}: no run would be narrow enough to place at a level")
+    loaded = [load_report(path) for path in report_paths]
+    keep, skipped = _distinct(report_paths, loaded)
+    paths, reports = [report_paths[i] for i in keep], [loaded[i] for i in keep]
+    sources = [source_of(path, report) for path, report in zip(paths, reports, strict=True)]
     store = BaselineStore(baselines)
     found: list[Found] = []
     pending: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -201,20 +243,35 @@ def command(
                 pending.setdefault((variant.device_key, variant.module), {})[variant.key] = fields
         found.append(Found(variant, levels, narrow, outcome))
     if write:
-        for (device_key, module), by_key in sorted(pending.items()):
-            path = store.path_for(device_key, module)
-            gone = set(store.amend(path, {k: {"levels": v} for k, v in by_key.items()}))
-            found = [
-                Found(f.variant, f.levels, f.narrow, f"NOT stored: the entry left {path} meanwhile")
-                if f.variant.key in gone and (f.variant.device_key, f.variant.module) == (device_key, module)
-                else f
-                for f in found
-            ]
+        found = _write(store, pending, found)
     failed = write and any(f.outcome.startswith("NOT stored") for f in found)
-    return format_found(found, band, min_runs), 1 if failed else 0
+    return "".join(f"skipped {line}\n" for line in skipped) + format_found(found, band, min_runs), 1 if failed else 0
+
+
+def _write(
+    store: BaselineStore, pending: Mapping[tuple[str, str], Mapping[str, dict[str, Any]]], found: list[Found]
+) -> list[Found]:
+    """Store each file's levels on its own (atomically, under its lock); a file that cannot be
+    written marks its variants NOT stored with the reason, and the other files are still written."""
+    problems: dict[tuple[str, str, str], str] = {}
+    for (device_key, module), by_key in sorted(pending.items()):
+        path = store.path_for(device_key, module)
+        try:
+            gone = store.amend(path, {k: {"levels": v} for k, v in by_key.items()})
+        except GpuPerfError as exc:
+            problems.update({(device_key, module, k): str(exc) for k in by_key})
+            continue
+        problems.update({(device_key, module, k): f"the entry left {path} meanwhile" for k in gone})
+    return [
+        Found(f.variant, f.levels, f.narrow, "NOT stored: " + problems[where])
+        if (where := (f.variant.device_key, f.variant.module, f.variant.key)) in problems
+        else f
+        for f in found
+    ]
 
 
 def format_found(found: Sequence[Found], band: float, min_runs: int) -> str:
+    """The command's output: the rule, then one line per variant with its runs, levels and outcome."""
     if not found:
         return "no calibrated measurements in these reports (levels are found among calibrated runs only)\n"
     lines = [

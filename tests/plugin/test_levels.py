@@ -13,6 +13,9 @@ from pytest_gpuperf.cli import main
 from pytest_gpuperf.gates.levels import find_levels, is_narrow, judge_levels
 from pytest_gpuperf.gates.stats import Estimate
 from pytest_gpuperf.gates.verdict import Verdict
+from pytest_gpuperf.errors import BaselineFileError
+from pytest_gpuperf.gates.verdict import Bands
+from pytest_gpuperf.regression import compare_entries
 from pytest_gpuperf.store.baselines import BaselineFile, Entry
 from tests.plugin.test_gates import baseline_file, lit
 
@@ -98,12 +101,18 @@ def stored_entry(**levels_field: Any) -> dict[str, Any]:
         ({"reference": "reference:copy"}, "'entries.k::v.levels.reference' is 'reference:copy' but the entry's"),
         ({"levels": [{"log_center": 2.0, "log_se": 0.001, "df": 9}]}, "'entries.k::v.levels.levels' must be a list of at least 2"),
         ({"levels": [{"log_center": 2.0, "log_se": 0.001, "df": 9}, {"log_center": "x"}]}, "'entries.k::v.levels.levels[1]' must be"),
+        ({"levels": [{"log_center": 2.2, "log_se": 0.001, "df": 9}, {"log_center": 2.0, "log_se": 0.001, "df": 9}]},
+         "'entries.k::v.levels.levels[1]' must be slower than the level before it"),
+        ({"levels": [{"log_center": 2.0, "log_se": 0.001, "df": 9}, {"log_center": 800.0, "log_se": 0.001, "df": 9}]},
+         "'entries.k::v.levels.levels[1]' must be an object with a log_center within ±100"),
+        ({"levels": [{"log_center": 2.0, "log_se": 0.001, "df": True}, {"log_center": 2.2, "log_se": 0.001, "df": 9}]},
+         "'entries.k::v.levels.levels[0]' must be"),
     ],
 )
 def test_a_bad_levels_field_is_one_line_naming_the_field(tmp_path: Path, levels_field: dict[str, Any], message: str) -> None:
     path = tmp_path / "dev" / "m.json"
     data = {"schema": "pytest-gpuperf/baselines/1", "device": {}, "entries": {"k::v": stored_entry(**levels_field)}}
-    with pytest.raises(Exception, match="baseline file .*m.json: field " + message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(BaselineFileError, match="baseline file .*m.json: field " + message.replace("[", r"\[").replace("]", r"\]")):
         BaselineFile.validate(path, data)
     good = {"schema": "pytest-gpuperf/baselines/1", "device": {}, "entries": {"k::v": stored_entry()}}
     levels = BaselineFile.validate(path, good).entries["k::v"].levels()
@@ -121,8 +130,10 @@ KEY = "test_kernel::k"
 FAST, SLOW = 10e-6, 11.7e-6  # the kernel's two levels, 17% apart
 
 
-def a_run(pytester: pytest.Pytester, fake_gpu: Callable[..., None], t: float, seed: int, *args: str) -> pytest.RunResult:
-    fake_gpu(times={"k": t}, seed=seed)
+def a_run(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], t: float, seed: int, *args: str, spread: float = 0.01
+) -> pytest.RunResult:
+    fake_gpu(times={"k": t}, seed=seed, spread=spread)
     return pytester.runpytest("--gpu-perf", *args)
 
 
@@ -138,7 +149,7 @@ def with_levels(pytester: pytest.Pytester, fake_gpu: Callable[..., None], capsys
     reports = [str(pytester.path / f"r{i}.json") for i in range(1, 5)]
     code = main(["levels", *reports, "--dir", str(pytester.path / "baselines")])
     out = capsys.readouterr().out
-    assert code == 0 and "2 narrow" not in out and "would be stored" in out, out
+    assert code == 0 and "4 runs, 4 narrow" in out and "would be stored" in out, out
     assert "levels" not in json.loads(baseline_file(pytester, "test_perf").read_text())["entries"][KEY]
     assert main(["levels", *reports, "--dir", str(pytester.path / "baselines"), "--write"]) == 0
     assert "stored in" in capsys.readouterr().out
@@ -177,7 +188,7 @@ def test_an_update_keeps_levels_the_new_time_sits_at_and_drops_others_saying_so(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], with_levels: Path
 ) -> None:
     result = a_run(pytester, fake_gpu, SLOW, 20, "--gpu-perf-update-baselines")
-    result.stdout.fnmatch_lines(lit("*~ test_kernel::k: *; its 2 stored levels kept (the new time sits at one)"))
+    result.stdout.fnmatch_lines(lit("*~ test_kernel::k: *; its 2 stored levels kept (the new time sits at one, or across two)"))
     assert "levels" in json.loads(with_levels.read_text())["entries"][KEY]
     result = a_run(pytester, fake_gpu, FAST * 0.9, 21, "--gpu-perf-update-baselines")
     result.stdout.fnmatch_lines(lit("*~ test_kernel::k: *; its 2 stored levels DROPPED: the new time sits at none of them*"))
@@ -228,3 +239,121 @@ def test_gpuperf_diff_judges_a_new_entry_against_the_old_entry_s_levels(tmp_path
 
     assert DiffRow("f", "k::v", old, at(2.18)).status(Thresholds()) == "within tolerance"
     assert DiffRow("f", "k::v", old, at(2.07)).status(Thresholds()) == "slower"
+
+
+@pytest.mark.parametrize(
+    "t, spread, seed, message",
+    [
+        (FAST, 0.2, 30, "*INCONCLUSIVE: 'k' cannot be placed at level 1 of the 2 stored for it on *; it is *% * than level 1"),
+        (FAST * 1.045, 0.04, 31, "*INCONCLUSIVE: 'k' sits at none of the 2 levels stored for it on *; it is 4.?% slower than level 1"),
+    ],
+)
+def test_an_undecided_run_says_why_and_fails_only_when_asked(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], with_levels: Path, t: float, spread: float, seed: int,
+    message: str,
+) -> None:
+    a_run(pytester, fake_gpu, t, seed, spread=spread).assert_outcomes(passed=1)
+    result = a_run(pytester, fake_gpu, t, seed, "--gpu-perf-inconclusive=fail", spread=spread)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(lit(message))
+
+
+def three_levels() -> list[Estimate]:
+    return [run_at(1.0, 0.001), run_at(1.2, 0.001), run_at(1.5, 0.001)]
+
+
+@pytest.mark.parametrize(
+    "ratio, verdict, level",
+    [(1.21, Verdict.PASS, 1), (1.32, Verdict.FAIL, 1), (1.6, Verdict.FAIL, 2), (1.49, Verdict.PASS, 2), (0.9, Verdict.IMPROVED, 0)],
+)
+def test_three_levels(ratio: float, verdict: Verdict, level: int) -> None:
+    check = judge_levels(run_at(ratio), three_levels(), CONFIDENCE, 0.05, 0.03)
+    assert (check.verdict, check.level) == (verdict, level)
+
+
+def test_a_faster_estimate_is_never_undecided() -> None:
+    check = judge_levels(run_at(7.2, se=0.012), LEVELS, CONFIDENCE, 0.05, 0.03)
+    assert (check.verdict, check.level) == (Verdict.PASS, 0)
+
+
+def calibrated_entry(log_center: float, reference: str = "reference:gemm") -> Entry:
+    cal = {"reference": reference, "log_center": log_center, "log_se": 0.001, "df": 9}
+    return Entry(1e-3, 0.99e-3, 1.01e-3, 0.99, 40, 0.01, "cold", "graph", "now", {"calibration": cal})
+
+
+def stored_with_levels(tmp_path: Path) -> Entry:
+    data = {"schema": "pytest-gpuperf/baselines/1", "device": {}, "entries": {"k::v": stored_entry()}}
+    return BaselineFile.validate(tmp_path / "f.json", data).entries["k::v"]
+
+
+def test_levels_decide_only_for_the_same_reference_and_a_band_that_tells_them_apart(tmp_path: Path) -> None:
+    old = stored_with_levels(tmp_path)  # levels at log 2.02 and 2.18: 17% apart
+    between = calibrated_entry(2.10)
+    default = compare_entries(between, old, 0.99, 0.05, Bands(0.05, 0.16, 0.03))
+    assert default.levels and default.verdict is Verdict.FAIL
+    wide = compare_entries(between, old, 0.99, 0.05, Bands(0.05, 0.16, 0.09))  # 2 x 9% > 17%: not told apart
+    assert wide.levels == () and wide.band == 0.16
+    other = compare_entries(calibrated_entry(2.10, "reference:copy"), old, 0.99, 0.05, Bands(0.05, 0.16, 0.03))
+    assert other.levels == () and other.calibrated_by is None and other.band == 0.05
+
+
+def test_runs_spread_over_a_few_percent_are_not_stored_as_levels(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.makepyfile(test_perf=LEVEL_TEST)
+    a_run(pytester, fake_gpu, FAST, 0, "--gpu-perf-update-baselines").assert_outcomes(passed=1)
+    for i, t in enumerate((FAST, FAST * 1.035, FAST, FAST * 1.035), start=1):
+        a_run(pytester, fake_gpu, t, i, f"--gpu-perf-json=r{i}.json")
+    reports = [str(pytester.path / f"r{i}.json") for i in range(1, 5)]
+    assert main(["levels", *reports, "--dir", str(pytester.path / "baselines"), "--write"]) == 0
+    assert "% apart, under twice the band: a spread, not levels; nothing stored" in capsys.readouterr().out
+    assert "levels" not in json.loads(baseline_file(pytester, "test_perf").read_text())["entries"][KEY]
+
+
+def test_a_report_given_twice_counts_once(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    pytester.makepyfile(test_perf=LEVEL_TEST)
+    a_run(pytester, fake_gpu, FAST, 0, "--gpu-perf-update-baselines").assert_outcomes(passed=1)
+    a_run(pytester, fake_gpu, FAST, 1, "--gpu-perf-json=a.json")
+    a_run(pytester, fake_gpu, SLOW, 2, "--gpu-perf-json=b.json")
+    shutil.copy(pytester.path / "a.json", pytester.path / "a-copy.json")
+    reports = [str(pytester.path / name) for name in ("a.json", "a-copy.json", "b.json", "b.json")]
+    assert main(["levels", *reports, "--dir", str(pytester.path / "baselines")]) == 0
+    out = capsys.readouterr().out
+    assert "a-copy.json: the same report as" in out and out.count("counted once") == 2
+    assert "2 runs, 2 narrow; levels: none; no level" in out
+
+
+def test_malformed_reports_give_no_traceback(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytester.makepyfile(test_perf=LEVEL_TEST)
+    a_run(pytester, fake_gpu, FAST, 1, "--gpu-perf-json=r.json")
+    data = json.loads((pytester.path / "r.json").read_text())
+    data["provenance"] = "not an object"
+    data["tests"][0]["measurements"][0]["measurement"]["calibration"]["log_center"] = 800.0
+    (pytester.path / "bad.json").write_text(json.dumps(data))
+    assert main(["levels", str(pytester.path / "bad.json"), str(pytester.path / "r.json"), "--dir", "nowhere"]) == 0
+    assert "1 runs, 1 narrow; levels: none" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["levels", str(pytester.path / "r.json"), "--band", "0"])
+    assert "--band must be above 0" in capsys.readouterr().err
+
+
+def test_a_file_that_cannot_be_written_is_reported_and_the_others_are_written(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], with_levels: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(with_levels.read_text())
+    del data["entries"][KEY]["levels"]
+    real = with_levels.with_name("real.json")
+    real.write_text(json.dumps(data))
+    with_levels.unlink()
+    with_levels.symlink_to(real)  # the writer refuses to write through a link
+    reports = [str(pytester.path / f"r{i}.json") for i in range(1, 5)]
+    assert main(["levels", *reports, "--dir", str(pytester.path / "baselines"), "--write"]) == 1
+    out = capsys.readouterr().out
+    assert "NOT stored: baseline file" in out and "is a symbolic link" in out
+    assert "levels" not in json.loads(real.read_text())["entries"][KEY]
