@@ -172,6 +172,7 @@ H100_PLANTED_AGAINST_LEVELS = (
     "2026-11-27-h100-b98c-gemm-planted160-stored", "2026-11-27-h100-b98c-gemm-planted80-stored",
     "2026-11-27-h100-e631-gemm-planted160-stored1", "2026-11-27-h100-e631-gemm-planted160-stored2",
     "2026-11-27-h100-e631-gemm-planted80-stored1", "2026-11-27-h100-e631-gemm-planted80-stored2",
+    "2026-11-27-h100-4ca5-gemm-planted80-stored1", "2026-11-27-h100-4ca5-gemm-planted80-stored2",
 )
 
 
@@ -262,6 +263,8 @@ def test_slowdowns_of_runs_at_a_level_are_caught_or_left_undecided_never_passed(
         ("2026-11-27-h100-e631-gemm-planted160-stored2", Verdict.FAIL, 1, 1.096),
         ("2026-11-27-h100-e631-gemm-planted80-stored1", Verdict.FAIL, 0, 1.064),
         ("2026-11-27-h100-e631-gemm-planted80-stored2", Verdict.INCONCLUSIVE, 1, 0.932),
+        ("2026-11-27-h100-4ca5-gemm-planted80-stored1", Verdict.FAIL, 0, 1.059),
+        ("2026-11-27-h100-4ca5-gemm-planted80-stored2", Verdict.INCONCLUSIVE, 1, 0.939),
         (H100_PLANTED, Verdict.FAIL, 1, 1.111),
     ],
 )
@@ -271,6 +274,22 @@ def test_no_planted_slowdown_run_on_a_gpu_passes_against_the_stored_levels(
     """The table in docs/statistics.md, replayed: every planted run fails or is INCONCLUSIVE."""
     check = judged(ping_pong_run(report), stored_h100_entry())
     assert (check.verdict, check.level, round(check.slowdown.estimate, 3)) == (verdict, level, slowdown)
+
+
+def test_the_final_rule_ran_on_an_h100() -> None:
+    """CI's GPU job on a fifth H100 with the levels in force passed all 198 regression checks; with
+    the 80 MiB patch, the check against the levels failed once and was INCONCLUSIVE once, as replayed."""
+
+    def verdicts(report: str) -> dict[tuple[str, str], str]:
+        data = json.loads(gzip.decompress((EVIDENCE / f"{report}.json.gz").read_bytes()))
+        return {(m["module"], m["key"]): m["regression"]["verdict"]
+                for t in data["tests"] for m in t["measurements"] if m.get("regression")}
+
+    job = verdicts("2026-11-27-h100-4ca5-gpuonly")
+    assert len(job) == 198 and set(job.values()) == {"pass"}
+    gemm = ("tests/gemm_schedules/test_perf.py", PING_PONG_8192)
+    assert verdicts("2026-11-27-h100-4ca5-gemm-planted80-stored1")[gemm] == "fail"
+    assert verdicts("2026-11-27-h100-4ca5-gemm-planted80-stored2")[gemm] == "inconclusive"
 
 
 def test_under_against_with_shared_buffers_only_the_planted_kernel_fails() -> None:
@@ -285,6 +304,7 @@ def test_under_against_with_shared_buffers_only_the_planted_kernel_fails() -> No
     planted = ["test_faster_schedule_vs_cublas_at_8192::pingpong", PING_PONG_8192]
     assert failed("2026-11-27-h100-e631-gemm-planted160-against") == planted
     assert failed("2026-11-27-h100-e631-gemm-planted80-against") == planted
+    assert failed("2026-11-27-h100-4ca5-gemm-planted80-against") == planted
     assert failed("2026-11-27-h100-e631-gemm-against-aa") == []
     assert failed("2026-11-27-h100-b98c-gemm-planted160-against") == sorted([
         *planted, "test_pingpong_vs_cooperative[decode_m128]::cooperative",
