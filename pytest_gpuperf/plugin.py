@@ -68,12 +68,17 @@ def uses_gpu(item: pytest.Item) -> bool:
 
 
 def _uses_own_fixture(item: pytest.Item, names: tuple[str, ...]) -> bool:
+    """Whether the test ends up running the plugin's own fixture of one of ``names``: the closest
+    definition, or one it reaches through overrides that request the fixture they override."""
     info = getattr(item, "_fixtureinfo", None)
     for name in names:
         if name in getattr(item, "fixturenames", ()):
             defs = info.name2fixturedefs.get(name, ()) if info is not None else ()
-            if defs and getattr(defs[-1].func, "__module__", None) == __name__:
-                return True
+            for definition in reversed(defs):
+                if getattr(definition.func, "__module__", None) == __name__:
+                    return True
+                if name not in definition.argnames:  # an override that does not use the one it hides
+                    break
     return False
 
 

@@ -197,6 +197,23 @@ def test_gpu_only_keeps_the_tests_that_use_the_gpu(pytester: pytest.Pytester, fa
     everything.assert_outcomes(passed=5, skipped=1)
 
 
+def test_an_override_that_wraps_the_device_fixture_still_uses_the_gpu(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None]
+) -> None:
+    """A project fixture named like the plugin's that requests the one it overrides reaches the GPU;
+    one that does not request it hides it."""
+    fake_gpu(cc="9.0")
+    pytester.makepyfile(
+        test_wraps="import pytest\n\n@pytest.fixture\ndef gpuperf_device(gpuperf_device):\n    return gpuperf_device\n\n"
+        "def test_wrapped(gpuperf_device):\n    assert gpuperf_device.sm_count\n",
+        test_hides="import pytest\n\n@pytest.fixture\ndef gpuperf_device():\n    return 'mine'\n\n"
+        "def test_hidden(gpuperf_device):\n    assert gpuperf_device == 'mine'\n",
+    )
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-gpu-only", "-v")
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines(["*test_wrapped PASSED*"])
+
+
 def test_help_shows_every_default_and_what_each_option_takes(pytester: pytest.Pytester) -> None:
     out = pytester.runpytest("--help").stdout.str()
     text = " ".join(out.split())
