@@ -8,7 +8,7 @@ shared memory, and the v8 variants' 16-byte global accesses. Re-record with
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 

@@ -9,7 +9,7 @@ serialized across a function call, which device asserts cause when CUTLASS is bu
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 

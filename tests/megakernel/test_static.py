@@ -9,7 +9,7 @@ Re-record with ``pytest tests/megakernel/test_static.py --gpu-perf-update-baseli
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 

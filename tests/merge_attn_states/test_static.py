@@ -8,7 +8,7 @@ global loads and stores (LDG.E.128 / STG.E.128) in its SASS. Re-record the budge
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 

@@ -14,7 +14,7 @@ import argparse
 import math
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from pytest_gpuperf import Variant, Verdict

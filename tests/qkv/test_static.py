@@ -7,7 +7,7 @@ stores in their SASS. Re-record with ``pytest tests/qkv/test_static.py --gpu-per
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
