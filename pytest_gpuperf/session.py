@@ -73,8 +73,7 @@ class GpuPerfSession:
     _backend: TimingBackend | None = None
     _copy_bandwidth: float | None = None
     _against: Any = None
-    _gpu_lock_owner: int | None = None  # the thread holding the GPU lock, and how deeply
-    _gpu_lock_depth: int = 0
+    _gpu_lock_owner: int | None = None  # the thread holding the GPU lock
 
     def __post_init__(self) -> None:
         self.not_recorded: list[str] = []  # measurements an update left out, and why
@@ -142,23 +141,19 @@ class GpuPerfSession:
         than GPU_LOCK_TIMEOUT_S raises LockTimeoutError naming the lock file and its holder.
         Re-entrant in the thread that holds it (a measurement inside a test that holds the GPU,
         gpu_sharing); another thread of this process waits on the file lock like another process."""
-        if self._gpu_lock_owner == threading.get_ident():
-            self._gpu_lock_depth += 1
-            try:
-                yield
-            finally:
-                self._gpu_lock_depth -= 1
+        if self._gpu_lock_owner == threading.get_ident():  # an inner hold: the outermost releases
+            yield
             return
         device = self.device
         ident = (device.uuid or device.pci_bus_id or str(device.ordinal)) if isinstance(device, DeviceInfo) else "none"
         from pytest_gpuperf.store.locks import hold
 
         with hold(gpu_lock_path(ident), timeout_s=GPU_LOCK_TIMEOUT_S, purpose=f"timing on GPU {ident}"):
-            self._gpu_lock_owner, self._gpu_lock_depth = threading.get_ident(), 1
+            self._gpu_lock_owner = threading.get_ident()
             try:
                 yield
             finally:
-                self._gpu_lock_owner, self._gpu_lock_depth = None, 0
+                self._gpu_lock_owner = None
 
     @property
     def against(self) -> Any:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 from pytest_gpuperf.gates.stats import Estimate, Interval, estimate_from_interval
@@ -149,7 +149,7 @@ def parse_estimate(raw: Any) -> Estimate | None:
     if center is None or se is None or abs(center) > MAX_LOG or not 0 <= se <= MAX_LOG:
         return None
     df = raw.get("df")
-    if not isinstance(df, int) or not _count(df) or df < 1:
+    if not _count(df) or df < 1:
         return None
     n, batch_size, needed = (
         raw.get(k, default) for k, default in (("n", df + 1), ("batch_size", 0), ("needed_batch_size", 0))
@@ -171,7 +171,8 @@ def parse_estimate(raw: Any) -> Estimate | None:
     )
 
 
-def _count(value: Any) -> bool:
+def _count(value: Any) -> TypeGuard[int]:
+    """A JSON integer of 0 or more (not a bool, not a float)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
