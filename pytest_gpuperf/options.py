@@ -219,9 +219,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "calibrated-noise",
         "Band for regression checks that compare times relative to a reference kernel timed in the same "
-        "rounds (calibrated): what calibration leaves of a machine's difference (0.015 = 1.5%).",
+        "rounds (calibrated): what calibration leaves of a machine's difference, since chips of one model "
+        "move a kernel and its reference by different amounts (0.04 = 4%: up to 2.8% for 99% of kernels "
+        "across H100s and H200s).",
         _fraction_or_zero,
-        0.015,
+        0.04,
         per_test=True,
         metavar="FRACTION",
     ),
@@ -468,7 +470,7 @@ class Settings:
     quiet_wait: float = 60.0
     calibrate: bool = True
     against: str | None = None
-    calibrated_noise: float = 0.015
+    calibrated_noise: float = 0.04
     level_noise: float = 0.03
     only: bool = False
     gpu_only: bool = False

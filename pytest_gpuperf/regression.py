@@ -91,7 +91,7 @@ def _judge(
         now, stored, reference, band = now_raw, entry.estimate(), None, bands.machine
     diff = now.minus(stored)
     slowdown = diff.interval(confidence)
-    verdict = regression_verdict(slowdown, tolerance, band)
+    verdict = regression_verdict(slowdown, tolerance, band, diff.independent)
     return RegressionCheck(
         slowdown, regression_threshold(tolerance, band), tolerance, band, reference, diff.independent, verdict
     )
@@ -114,5 +114,5 @@ def check_against(pair: Comparison, tolerance: float) -> RegressionCheck:
     s = pair.speedup_interval  # t(REV) / t(now)
     slowdown = Interval(1.0 / s.estimate, 1.0 / s.high, 1.0 / s.low, s.confidence)
     independent = pair.estimate.independent if pair.estimate is not None else True
-    verdict = regression_verdict(slowdown, tolerance, 0.0)
+    verdict = regression_verdict(slowdown, tolerance, 0.0, independent)
     return RegressionCheck(slowdown, regression_threshold(tolerance), tolerance, 0.0, None, independent, verdict)

@@ -163,8 +163,8 @@ class RunHooks:
         ]
         _write_listed(
             tr,
-            f"{len(shifted)} comparison(s) moved between levels during their run (clocks or power "
-            "state); their margins need runs on several machines:",
+            f"{len(shifted)} comparison(s) moved between levels during their run (a clock, power state or "
+            "buffer placement of one variant's own); no gate decides on such a run:",
             shifted,
         )
         if self.s.skip_reasons:

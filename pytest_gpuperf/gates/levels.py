@@ -21,7 +21,8 @@ Finding levels (``find_levels``), from the calibrated estimates of earlier runs 
 
 Judging a run against levels L_1 < ... < L_k (``judge_levels``), with θ = max(τ/2, band); "within
 θ of L" means between L / (1 + θ) and L (1 + θ). Each level gets the regression rule of
-``verdict``, giving V_i on the interval of now / L_i; then
+``verdict`` (FAIL and IMPROVED only on independent batches), giving V_i on the interval of
+now / L_i; then
     PASS          the run sat at a level: its estimate lies within θ of some level and its interval
                   reaches no further than θ from the estimate on either side; or the run visited
                   two levels: its lowest batch median lies within θ of L_i, its highest within θ of
@@ -121,7 +122,7 @@ def judge_levels(
         for level in levels
     ]
     slowdowns = [d.interval(confidence) for d in diffs]
-    verdicts = [regression_verdict(s, tolerance, band) for s in slowdowns]
+    verdicts = [regression_verdict(s, tolerance, band, d.independent) for s, d in zip(slowdowns, diffs, strict=True)]
     theta = regression_threshold(tolerance, band)
     reach = math.log1p(theta)
     distance = [abs(d.center) for d in diffs]

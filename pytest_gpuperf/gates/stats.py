@@ -1,15 +1,18 @@
 """Statistics behind every number the plugin prints.
 
 Timings of one run are not independent: a GPU's clocks, temperature and power state move
-slowly, so consecutive samples are correlated (lag-1 correlation up to 0.96 was measured on
-power-capped H100 GEMMs). Every gate therefore judges a *batch-means* estimate
-(``batch_estimate``): the series of log-times (or of per-round log-ratios) is cut into
-``BATCHES`` consecutive batches; the estimate is the mean of the batch medians, and its
-standard error their standard deviation over sqrt(BATCHES), with a Student t interval on
-BATCHES - 1 degrees of freedom. Batches far longer than the series' correlation time are
-nearly independent, so the interval holds; ``Estimate.independent`` says whether they are
-(batch length >= ``BATCH_FACTOR`` times the integrated autocorrelation time implied by the
-series' rank lag-1 autocorrelation), and no gate decides on an estimate where they are not.
+slowly, and a kernel can hold a level of its own for a while, so consecutive samples are
+correlated (lag-1 correlation up to 0.96 was measured on power-capped H100 GEMMs). Every gate
+therefore judges a *batch-means* estimate (``batch_estimate``): the series of log-times (or of
+per-round log-ratios) is cut into ``BATCHES`` consecutive batches; the estimate is the mean of
+the batch medians, and its standard error their standard deviation over sqrt(BATCHES), widened
+by sqrt(1 + tau / batch length) for what correlation remains between neighbouring batches, with a
+Student t interval on BATCHES - 1 degrees of freedom. ``Estimate.independent`` says whether the
+batches may decide a gate: each batch spans at least ``BATCH_FACTOR`` integrated autocorrelation
+times tau (estimated directly from the series, ``integrated_time``), and the batch medians pass
+von Neumann's test for serial correlation at ``SERIAL_ALPHA`` (``serial_p``); a series whose
+level moved during the run fails it. No gate decides on an estimate whose batches are not
+independent.
 
 - The median of a variant's samples also gets a distribution-free order-statistic interval
   (``median_ci``), reported for runs too short to cut into batches.
@@ -51,8 +54,9 @@ def _exp(x: float) -> float:
 
 
 BATCHES = 10  # consecutive batches of one series
-BATCH_FACTOR = 6.0  # a batch must span this many integrated autocorrelation times
+BATCH_FACTOR = 2.0  # a batch must span this many integrated autocorrelation times to decide
 MIN_BATCH = 2  # samples per batch below which no batch estimate is made
+SERIAL_ALPHA = 0.01  # von Neumann's test on the batch medians: below this p, the level moved
 
 
 @dataclass(frozen=True)
@@ -60,28 +64,36 @@ class Estimate:
     """A location on the log scale with a batch-means standard error (see the module doc)."""
 
     center: float  # mean of the batch medians of the log values
-    se: float  # standard error of ``center``
+    se: float  # standard error of ``center`` (before ``inflation``)
     df: int  # degrees of freedom of its t interval
     n: int  # values the estimate was made from
-    lag1: float = 0.0  # rank lag-1 autocorrelation of the series, clipped to [0, 0.99]
+    lag1: float = 0.0  # rank lag-1 autocorrelation of the series, clipped to [0, 0.99] (reported only)
     batch_size: int = 0
-    needed_batch_size: int = 0
+    needed_batch_size: int = 0  # ceil(BATCH_FACTOR * tau): the batch length that may decide
     batch_low: float = -math.inf  # the lowest and highest batch median (log scale)
     batch_high: float = math.inf
+    tau: float = 0.0  # integrated autocorrelation time of the series, in values
+    serial_p: float = 1.0  # p-value of von Neumann's test on the batch medians (1: not tested)
 
     @property
     def independent(self) -> bool:
-        """Whether the batches are long enough next to the series' correlation time."""
-        return self.batch_size >= self.needed_batch_size
+        """Whether the batches may decide a gate: long enough next to the series' correlation time,
+        and their medians free of serial correlation (a level that moved during the run)."""
+        return self.batch_size >= self.needed_batch_size and self.serial_p >= SERIAL_ALPHA
+
+    @property
+    def level_moved(self) -> bool:
+        """Whether the batch medians are serially correlated: the series' level moved during the run."""
+        return self.serial_p < SERIAL_ALPHA
 
     @property
     def inflation(self) -> float:
-        """What the standard error is multiplied by: sqrt(needed / actual batch length) when the
-        batches are too short to be independent (a batch mean's variance falls in proportion to
-        its length once batches are long enough), else 1."""
-        if self.independent or self.batch_size <= 0:
+        """What the standard error is multiplied by: sqrt(1 + tau / batch length). Neighbouring
+        batches share about tau / (2 x batch length) of their variance, which the spread of
+        the batch medians does not show; the factor covers it (1 for independent values)."""
+        if self.batch_size <= 0 or self.tau <= 0:
             return 1.0
-        return math.sqrt(self.needed_batch_size / self.batch_size)
+        return math.sqrt(1.0 + self.tau / self.batch_size)
 
     def interval(self, confidence: float) -> Interval:
         """The estimate and its interval on the original (exp) scale, widened by ``inflation``."""
@@ -91,8 +103,12 @@ class Estimate:
         return Interval(_exp(self.center), _exp(self.center - half), _exp(self.center + half), confidence)
 
     def minus(self, other: Estimate) -> Estimate:
-        """The difference of two independent estimates (a log-ratio), Welch-style degrees of freedom."""
-        se = math.hypot(self.se, other.se)
+        """The difference of two independent estimates (a log-ratio), Welch-style degrees of freedom.
+
+        Each side's standard error enters widened by its own inflation; the difference may decide
+        only where both sides may."""
+        se = math.hypot(self.se * self.inflation, other.se * other.inflation)
+        both = self.independent and other.independent
         return Estimate(
             self.center - other.center,
             se,
@@ -100,7 +116,8 @@ class Estimate:
             min(self.n, other.n),
             max(self.lag1, other.lag1),
             min(self.batch_size, other.batch_size),
-            max(self.needed_batch_size, other.needed_batch_size),
+            0 if both else max(self.needed_batch_size, other.needed_batch_size, self.batch_size + 1),
+            serial_p=min(self.serial_p, other.serial_p),
         )  # the batches of two runs do not pair up: no batch range for a difference
 
     def summary(self) -> dict[str, float]:
@@ -114,6 +131,8 @@ class Estimate:
             "needed_batch_size": self.needed_batch_size,
             "batch_low": self.batch_low,
             "batch_high": self.batch_high,
+            "tau": self.tau,
+            "serial_p": self.serial_p,
         }
 
 
@@ -122,6 +141,15 @@ def estimate_from_interval(interval: Interval, df: int = 30) -> Estimate:
     approximation on the log scale; its batches are taken to be independent)."""
     se = log_sigma(interval)
     return Estimate(math.log(interval.estimate), se if math.isfinite(se) else 0.0, df, df + 1)
+
+
+def _normal_scores(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The values replaced by the normal quantiles of their ranks (robust to outliers), centred."""
+    from scipy import stats as sps  # lazily: loading the plugin must stay cheap
+
+    x = np.asarray(values, dtype=np.float64)
+    scores = np.asarray(sps.norm.ppf((sps.rankdata(x) - 0.5) / x.size), dtype=np.float64)
+    return np.asarray(scores - scores.mean(), dtype=np.float64)
 
 
 def rank_lag1(values: Sequence[float] | np.ndarray) -> float:
@@ -134,6 +162,71 @@ def rank_lag1(values: Sequence[float] | np.ndarray) -> float:
     return float((r[1:] * r[:-1]).sum() / denominator) if denominator > 0 else 0.0
 
 
+def integrated_time(values: Sequence[float] | np.ndarray) -> float:
+    """The integrated autocorrelation time 1 + 2 sum_k rho_k of ``values`` (in values, at least 1).
+
+    Geyer's initial monotone sequence estimator (Geyer 1992), on the normal scores of the ranks:
+    the autocorrelations are summed in adjacent pairs while the pairs stay positive, each pair
+    capped by the one before. It reads the correlation off the series itself at every lag, so a
+    level that switches every few hundred values counts in full, where an AR(1) reading of the
+    lag-1 correlation would not.
+    """
+    x = _normal_scores(values)
+    n = x.size
+    if n < 4:
+        return 1.0
+    spectrum = np.fft.rfft(x, 2 * n)
+    acov = np.fft.irfft(spectrum * np.conj(spectrum), 2 * n)[:n]
+    if acov[0] <= 0:
+        return 1.0
+    rho = acov / acov[0]
+    pairs = rho[0 : 2 * ((n - 1) // 2) : 2] + rho[1 : 2 * ((n - 1) // 2) + 1 : 2]
+    negative = np.flatnonzero(pairs <= 0)
+    positive = np.minimum.accumulate(pairs[: negative[0] if negative.size else pairs.size])
+    return max(1.0, float(2.0 * positive.sum() - 1.0))
+
+
+def batch_time(values: Sequence[float] | np.ndarray, size: int) -> float:
+    """The correlation time that the spread of batch medians of ``size`` values implies.
+
+    size x the variance of the batch medians over the variance a median of ``size`` independent
+    values would have (pi/2 x the robust variance of single values, from their median absolute
+    deviation, over ``size``). Independent values give about 1; a series whose level holds for
+    longer than a batch gives batch medians that spread like single values, so ``size`` or more.
+    It sees correlation that a series too short for ``integrated_time`` hides (a level switching
+    a few times a run), and outliers move neither median.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    batches = x.size // size if size > 0 else 0
+    if batches < 2:
+        return 1.0
+    medians = np.median(x[: batches * size].reshape(batches, size), axis=1)
+    mad = float(np.median(np.abs(x - np.median(x))))
+    single = (math.pi / 2.0) * (1.4826 * mad) ** 2
+    if single <= 0:
+        return 1.0
+    return max(1.0, size * float(medians.var(ddof=1)) / single)
+
+
+def von_neumann_p(values: Sequence[float] | np.ndarray) -> float:
+    """One-sided p-value of von Neumann's ratio test for positive serial correlation.
+
+    The ratio of the mean squared successive difference to the variance is 2 on average for
+    independent values and falls when neighbours are alike (a level that held over several of
+    them); its normal approximation, mean 2 and variance 4 (k - 2) / (k^2 - 1) for k values,
+    gives the p-value. 1.0 for fewer than 4 values or no spread.
+    """
+    from scipy import stats as sps  # lazily: loading the plugin must stay cheap
+
+    x = np.asarray(values, dtype=np.float64)
+    k = x.size
+    spread = float(((x - x.mean()) ** 2).sum())
+    if k < 4 or spread <= 0:
+        return 1.0
+    ratio = float((np.diff(x) ** 2).sum()) / spread
+    return float(sps.norm.cdf((ratio - 2.0) / math.sqrt(4.0 * (k - 2) / (k * k - 1))))
+
+
 def batch_estimate(log_values: Sequence[float] | np.ndarray, batches: int = BATCHES) -> Estimate | None:
     """Batch-means estimate of the location of ``log_values`` (in the order taken); None when
     there are fewer than ``MIN_BATCH`` values per batch. The earliest values that do not fill
@@ -142,20 +235,22 @@ def batch_estimate(log_values: Sequence[float] | np.ndarray, batches: int = BATC
     size = x.size // batches
     if size < MIN_BATCH:
         return None
-    medians = np.median(x[x.size - size * batches :].reshape(batches, size), axis=1)
-    rho = min(max(rank_lag1(x), 0.0), 0.99)
-    needed = math.ceil(BATCH_FACTOR * (1.0 + rho) / (1.0 - rho))
+    kept = x[x.size - size * batches :]
+    medians = np.median(kept.reshape(batches, size), axis=1)
+    tau = max(integrated_time(x), batch_time(kept, size))
     se = float(medians.std(ddof=1)) / math.sqrt(batches)
     return Estimate(
         float(medians.mean()),
         se,
         batches - 1,
         int(x.size),
-        rho,
+        min(max(rank_lag1(x), 0.0), 0.99),
         size,
-        needed,
+        math.ceil(BATCH_FACTOR * tau),
         float(medians.min()),
         float(medians.max()),
+        tau,
+        von_neumann_p(medians),
     )
 
 
@@ -222,41 +317,27 @@ def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> n
 
 @dataclass(frozen=True)
 class LevelShift:
-    """Consecutive stretches of one run whose medians differ beyond chance."""
+    """A run whose batch medians are serially correlated: its level moved during the run."""
 
-    lowest_median: float
+    lowest_median: float  # the lowest and highest batch median, as ratios (exp scale)
     highest_median: float
-    p_value: float
+    p_value: float  # von Neumann's test on the batch medians
 
     def summary(self) -> dict[str, float]:
         return {"lowest_median": self.lowest_median, "highest_median": self.highest_median, "p_value": self.p_value}
 
 
-def level_shift(
-    samples: Sequence[float], parts: int = 4, alpha: float = 1e-3, min_effect: float = 0.02
-) -> LevelShift | None:
-    """Whether ``samples`` (in the order taken) moved between levels during the run.
+def level_shift(estimate: Estimate | None) -> LevelShift | None:
+    """The level shift an estimate's batches show, or None (``Estimate.level_moved``).
 
-    The run (at least 7 samples per stretch, so the sampler's 30-sample minimum is judged) is
-    cut into ``parts`` consecutive stretches. A shift is reported when a
-    Kruskal-Wallis test rejects "all stretches share one distribution" at ``alpha`` and the
-    stretches' medians differ by at least ``min_effect`` (relative). Independent noise
-    triggers it with probability below ``alpha``. A GPU whose clocks or power state switch
-    between levels (a power-capped GEMM on an H100) triggers it, and then no interval of this
-    run describes another run on another chip.
+    A level that one variant holds for a stretch of the run (a clock or power state of its own,
+    a placement of its buffers) makes neighbouring batch medians alike; von Neumann's test on
+    them rejects independence. Then the spread of the batches is no measure of another run, and
+    no gate decides on them.
     """
-    from scipy import stats as sps  # lazily: loading the plugin must stay cheap
-
-    x = np.asarray(samples, dtype=np.float64)
-    if parts < 2 or x.size < 7 * parts:
+    if estimate is None or not estimate.level_moved:
         return None
-    stretches = np.array_split(x, parts)
-    medians = [float(np.median(s)) for s in stretches]
-    low, high = min(medians), max(medians)
-    if low <= 0 or high / low - 1.0 < min_effect:
-        return None
-    p_value = float(sps.kruskal(*stretches).pvalue)
-    return LevelShift(low, high, p_value) if p_value < alpha else None
+    return LevelShift(_exp(estimate.batch_low), _exp(estimate.batch_high), estimate.serial_p)
 
 
 def log_sigma(interval: Interval) -> float:

@@ -15,8 +15,12 @@ and the machine band b, with the threshold θ = max(τ/2, b):
     PASS          otherwise
 θ is a noise threshold in the manner of criterion's: a slowdown smaller than the band is
 never a failure, however sure; deciding at τ/2 catches a true slowdown of τ whenever the
-interval is narrower than τ/2. Both gates judge intervals that are widened when the
-estimate's batches are too short to be independent (``stats.Estimate.inflation``).
+interval is narrower than τ/2.
+
+Neither gate decides on batches that are not independent (``stats.Estimate.independent``: too
+short next to the series' correlation time, or a level that moved during the run): a speedup
+claim's PASS or FAIL and a regression check's FAIL or IMPROVED become INCONCLUSIVE there (a
+regression check still passes when its estimate is within θ).
 """
 
 from __future__ import annotations
@@ -40,10 +44,12 @@ class Verdict(str, enum.Enum):
         return self.value
 
 
-def speedup_verdict(speedup: Interval, at_least: float | None) -> Verdict:
+def speedup_verdict(speedup: Interval, at_least: float | None, independent: bool = True) -> Verdict:
     """Three-way outcome of a speedup claim; ``at_least=None`` only measures."""
     if at_least is None:
         return Verdict.MEASURED
+    if not independent:
+        return Verdict.INCONCLUSIVE
     if speedup.low >= at_least:
         return Verdict.PASS
     if speedup.high < at_least:
@@ -65,14 +71,12 @@ def regression_threshold(tolerance: float, band: float = 0.0) -> float:
     return max(tolerance / 2.0, band)
 
 
-def regression_verdict(slowdown: Interval, tolerance: float, band: float = 0.0) -> Verdict:
+def regression_verdict(slowdown: Interval, tolerance: float, band: float = 0.0, independent: bool = True) -> Verdict:
     """Outcome of comparing a measurement with its stored baseline (see module doc)."""
     threshold = regression_threshold(tolerance, band)
-    if slowdown.low > 1.0 + threshold:
-        return Verdict.FAIL
     if slowdown.estimate > 1.0 + threshold:
-        return Verdict.INCONCLUSIVE
-    if slowdown.high < 1.0 - threshold:
+        return Verdict.FAIL if independent and slowdown.low > 1.0 + threshold else Verdict.INCONCLUSIVE
+    if independent and slowdown.high < 1.0 - threshold:
         return Verdict.IMPROVED
     return Verdict.PASS
 

@@ -54,10 +54,10 @@ def format_comparison_failure(c: Comparison) -> str:
         why = "the whole interval lies below the required margin"
     else:
         head = f"speedup gate INCONCLUSIVE: {c.fast.name!r} vs {c.baseline.name!r} must be >= {c.at_least:.3f}x"
-        if c.level_shift is None or (c.at_least is not None and c.ci_low < c.at_least <= c.ci_high):
-            why = "the interval contains the margin even after re-sampling; lower the margin or raise --gpu-perf-budget"
+        if c.estimate is not None and not c.estimate.independent:
+            why = "no gate decides on this run's batches (note below)"
         else:
-            why = "part of the run clears the margin and part does not (note below)"
+            why = "the interval contains the margin even after re-sampling; lower the margin or raise --gpu-perf-budget"
     rows = [
         ["variant", "median", f"{100 * c.fast.confidence:g}% CI", "noise (IQR)", "samples", "mode"],
         _measurement_row(c.fast),

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
-from pytest_gpuperf.gates.stats import Estimate, Interval, estimate_from_interval
+from pytest_gpuperf.gates.stats import BATCH_FACTOR, Estimate, Interval, estimate_from_interval
 from pytest_gpuperf.store.files import atomic_write_json, parse_json_object, read_json_object, symlinked_component
 from pytest_gpuperf.store.jsonio import finite_number, shown
 from pytest_gpuperf.store.locks import hold
@@ -158,16 +158,26 @@ def parse_estimate(raw: Any) -> Estimate | None:
         return None
     lag1 = finite_number(raw.get("lag1", 0.0))
     low, high = finite_number(raw.get("batch_low")), finite_number(raw.get("batch_high"))
+    rho = min(max(0.0 if lag1 is None else lag1, 0.0), 0.99)
+    tau = finite_number(raw.get("tau"))
+    serial_p = finite_number(raw.get("serial_p", 1.0))
+    if tau is None:  # stored before tau was: the AR(1) reading of its lag-1 correlation (no batches: none)
+        tau = (1.0 + rho) / (1.0 - rho)
+        needed = math.ceil(BATCH_FACTOR * tau) if batch_size else 0
+    if not 0 <= tau <= MAX_LOG**3 or serial_p is None or not 0 <= serial_p <= 1:
+        return None
     return Estimate(
         center,
         se,
         df,
         n,
-        0.0 if lag1 is None else lag1,
+        rho,
         batch_size,
         needed,
         -math.inf if low is None else low,
         math.inf if high is None else high,
+        tau,
+        serial_p,
     )
 
 

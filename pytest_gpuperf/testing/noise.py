@@ -10,7 +10,7 @@ variant when each variant has its own (a kernel's power-capped level, its own ji
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -138,6 +138,20 @@ class MachineOffset:
 
     def log_factors(self, names: Sequence[str], times: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return np.full(len(names), math.log(self.factor))
+
+
+@dataclass
+class MachineScale:
+    """This machine runs each kernel ``factors[name]`` times as long as the one the baselines were
+    recorded on (``default`` for kernels not named): kernels bound by different units (copy
+    bandwidth, tensor cores, neither) move by different amounts between chips of one model, so a
+    kernel and its reference need not move alike."""
+
+    factors: Mapping[str, float]
+    default: float = 1.0
+
+    def log_factors(self, names: Sequence[str], times: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return np.log([self.factors.get(name, self.default) for name in names])
 
 
 @dataclass

@@ -1,18 +1,19 @@
-"""Sampling: rounds of interleaved samples, judged at a fixed schedule of looks.
+"""Sampling: rounds of interleaved samples, judged at a fixed schedule of looks in time.
 
 One *round* times each prepared slot once (a variant, a second variant, a reference kernel),
 in an order that alternates from round to round (A B, then B A: counterbalanced, so neither
-slot always runs second). The data is judged only at *looks*: after ``min_samples`` rounds,
-then each time the round count doubles, up to ``max_samples`` (40, 80, ..., 1280 by default:
-six looks). Every look's interval uses confidence 1 - (1 - confidence) / looks (Bonferroni),
-so however sampling stops, after a decided verdict, a narrow interval or a spent budget,
-the chance that any look reaches a wrong decision stays within 1 - confidence. A claim that
-is clearly decided stops at the first look; an undecided one samples until its budget, and
-a speedup claim then gets one extension.
+slot always runs second). The data is judged only at *looks*, placed in time: the first once
+the run has spanned ``min_time_s`` (clipped to the budget), then each time the span doubles,
+and at the end of the budget (and of a speedup claim's extension). A level that one variant
+holds for a while (its own clock or power state) is invisible to any statistic of a run
+shorter than the level's dwell, so no verdict is reached on less. Every look's interval uses
+confidence 1 - (1 - confidence) / looks (Bonferroni over the looks the schedule allows), so
+however sampling stops, the chance that any look reaches a wrong decision stays within
+1 - confidence.
 
 Estimates are batch means on the log scale (``stats.batch_estimate``): a decision needs the
-batches to be long next to the series' correlation time, and a run whose samples stay
-correlated over more rounds than it has is INCONCLUSIVE, never PASS or FAIL.
+batches to be long next to the series' correlation time and free of serial correlation, and a
+run whose batches are not is INCONCLUSIVE, never PASS or FAIL.
 """
 
 from __future__ import annotations
@@ -59,26 +60,29 @@ class SamplingPolicy:
     precision: float = 0.005  # a measurement may stop once its interval is within ±0.5%
     budget_s: float = 1.0  # per measurement (per pair for comparisons), wall/device seconds
     extension_budget_s: float = 2.0  # extra time an undecided speedup claim may take
-    min_samples: int = 40  # rounds at the first look
-    max_samples: int = 1280  # rounds at the last look; looks double from min_samples
-    min_time_s: float = 0.1  # sample at least this long, so a transient cannot make the whole result
+    min_samples: int = 40  # rounds a look needs (unless the budget ends first)
+    max_samples: int = 20_000  # rounds at which sampling stops whatever the time
+    min_time_s: float = 1.0  # no look before the run has spanned this long (clipped to the budget)
     round_size: int = 10  # rounds enqueued per backend call
     target_sample_s: float = 1e-3  # one sample = one graph replay of about this long
     throttle_retries: int = 1
     cooldown_s: float = 1.0
 
-    @property
-    def looks(self) -> tuple[int, ...]:
-        """Round counts at which the data is judged."""
-        out = [max(2, self.min_samples)]
-        while out[-1] * 2 <= self.max_samples:
-            out.append(out[-1] * 2)
-        return tuple(out)
+    def look_times(self, extended: bool = False) -> tuple[float, ...]:
+        """Seconds into the run at which the data is judged: from ``min_time_s`` (at most the
+        budget) doubling, the end of the budget, and with ``extended`` the extension's too."""
+        total = self.budget_s + (self.extension_budget_s if extended else 0.0)
+        first = max(1e-9, min(self.min_time_s, self.budget_s))
+        times = {self.budget_s, total}
+        t = first
+        while t < total:
+            times.add(t)
+            t *= 2.0
+        return tuple(sorted(times))
 
-    @property
-    def look_confidence(self) -> float:
-        """Confidence of each look's interval: Bonferroni over all looks the schedule allows."""
-        return 1.0 - (1.0 - self.confidence) / len(self.looks)
+    def look_confidence(self, extended: bool = False) -> float:
+        """Confidence of each look's interval: Bonferroni over every look the schedule allows."""
+        return 1.0 - (1.0 - self.confidence) / len(self.look_times(extended))
 
 
 @dataclass
@@ -89,6 +93,7 @@ class _Run:
     stop_reason: str = ""
     looks: int = 0
     rounds_started: int = 0
+    began: float | None = None  # the backend's clock when the first round was taken
     first_clock: ClockState | None = None
     last_clock: ClockState | None = None
     throttled_clocks: list[ClockState] = field(default_factory=list)
@@ -135,35 +140,41 @@ def _sample(
     backend: TimingBackend,
     prepared: Sequence[Prepared],
     policy: SamplingPolicy,
-    budget_s: float,
+    look_times: Sequence[float],
+    until_s: float,
     look: Callable[[_Run], bool],
     run: _Run | None = None,
     on_rounds: OnRounds | None = None,
 ) -> _Run:
-    """Take rounds until a look says stop, the schedule's looks are used up, or the budget is spent.
+    """Take rounds until a look says stop, the looks up to ``until_s`` seconds into the run are
+    used up, or ``policy.max_samples`` rounds are taken.
 
-    ``look(run)`` judges the data and returns whether to stop. A look taken early because the
-    budget ran out uses up its place in the schedule, so a run never looks more often than
-    ``policy.looks`` allows, extensions included.
+    ``look(run)`` judges the data and returns whether to stop. Looks fall at ``look_times``
+    (seconds since the run's first round), each once the run has spanned it and holds
+    ``min_samples`` rounds, or at ``until_s`` with what there is; a continued run (an
+    extension) goes on with the schedule's later looks.
     """
     run = run or _Run([[] for _ in prepared])
-    start = backend.now()
-    for target in policy.looks[run.looks :]:
-        while run.n < target or (run.looks == 0 and backend.now() - start < min(policy.min_time_s, budget_s)):
-            if backend.now() - start >= budget_s:
+    if run.began is None:
+        run.began = backend.now()
+    began = run.began
+    for at in look_times[run.looks :]:
+        if at > until_s + 1e-12:
+            break
+        while run.n < policy.max_samples and (backend.now() - began < at or run.n < policy.min_samples):
+            if backend.now() - began >= until_s:
                 break
-            _take_rounds(backend, prepared, run, min(policy.round_size, max(1, target - run.n)))
+            _take_rounds(backend, prepared, run, min(policy.round_size, policy.max_samples - run.n))
             if on_rounds is not None:
                 on_rounds(run.n)
-        out_of_time = backend.now() - start >= budget_s
         run.looks += 1
         if look(run):
             run.stop_reason = run.stop_reason or "decided"
             return run
-        if out_of_time:
-            run.stop_reason = "budget"
+        if run.n >= policy.max_samples:
+            run.stop_reason = "max_samples"
             return run
-    run.stop_reason = "max_samples"
+    run.stop_reason = "budget"
     return run
 
 
@@ -228,13 +239,13 @@ def _location(samples: Sequence[float], confidence: float) -> tuple[Interval, Es
 def _measurement(
     prepared: Prepared,
     samples: list[float],
-    policy: SamplingPolicy,
     run: _Run,
     device_key: str,
     health: Health,
+    confidence: float,
     calibration: Calibration | None = None,
 ) -> Measurement:
-    ci, est = _location(samples, policy.look_confidence)
+    ci, est = _location(samples, confidence)
     v = prepared.variant
     notes = list(prepared.notes) + health.notes()
     if est is not None and not est.independent:
@@ -266,10 +277,16 @@ def _measurement(
 
 
 def _correlation_note(est: Estimate) -> str:
+    """Why an estimate's batches cannot decide a gate (``Estimate.independent`` is false)."""
+    if est.level_moved:
+        return (
+            f"the time moved between levels during the run: its batch medians range from {math.exp(est.batch_low):.4g} "
+            f"to {math.exp(est.batch_high):.4g} and neighbouring batches are alike (von Neumann p={est.serial_p:.1e}), "
+            "so their spread says nothing of another run; no gate decides on it"
+        )
     return (
-        f"consecutive samples stayed correlated (rank lag-1 autocorrelation {est.lag1:.2f}): batches of "
-        f"{est.batch_size} rounds, {est.needed_batch_size} needed for independent batches, so the interval "
-        f"is widened {est.inflation:.2f}x; a longer --gpu-perf-budget gives it more rounds"
+        f"samples stay correlated over about {est.tau:.0f} rounds, longer than the batches of {est.batch_size} "
+        "rounds; no gate decides on it (a longer --gpu-perf-budget gives longer batches)"
     )
 
 
@@ -297,24 +314,33 @@ def measure(
 ) -> Measurement:
     """Time one variant (interleaved with ``reference`` when given, for calibration).
 
-    Sampling stops at the first look whose interval is within ``precision`` on batches long
-    enough to be independent (of the calibrated ratio too, when calibrated), or when the
-    budget is spent. A throttled measurement is retried after a cool-down, then flagged.
+    Sampling stops at the first look whose interval is within ``precision`` on independent
+    batches (of the calibrated ratio too, when calibrated), or when the budget is spent; batches
+    that are not independent by then are extended once by ``extension_budget_s``, to the first
+    look where they are. A throttled measurement is retried after a cool-down, then flagged.
     """
     guard = guard or HealthGuard(quiet_wait_s=0.0)
     began = time.perf_counter()
 
-    def precise(run: _Run) -> bool:
+    extends = policy.extension_budget_s > 0
+    looks = policy.look_times(extends)
+    confidence = policy.look_confidence(extends)
+
+    def estimates(run: _Run) -> list[Estimate | None]:
         series = [_logs(run.samples[0])]
         if reference is not None:
             series.append(series[0] - _logs(run.samples[1]))
-        for logs in series:
-            est = batch_estimate(logs)
-            if est is None or not est.independent:
-                return False
-            if est.interval(policy.look_confidence).rel_halfwidth > policy.precision:
-                return False
-        return True
+        return [batch_estimate(logs) for logs in series]
+
+    def decisive(run: _Run) -> bool:
+        return all(est is not None and est.independent for est in estimates(run))
+
+    def precise(run: _Run) -> bool:
+        found = estimates(run)
+        return all(
+            est is not None and est.independent and est.interval(confidence).rel_halfwidth <= policy.precision
+            for est in found
+        )
 
     throttle_notes: list[str] = []
     for attempt in range(policy.throttle_retries + 1):
@@ -323,12 +349,14 @@ def measure(
         slots = [prepared] if reference is None else [prepared, reference]
         try:
             with _contention_explains(guard, backend, started, waited):
-                run = _sample(backend, slots, policy, policy.budget_s, precise, on_rounds=on_rounds)
+                run = _sample(
+                    backend, slots, policy, policy.look_times(), policy.budget_s, precise, on_rounds=on_rounds
+                )
         finally:
             backend.release(prepared)
         health = guard.after(backend, started, waited)
         calibration = _calibration(reference, run.samples[0], run.samples[1]) if reference else None
-        result = _measurement(prepared, run.samples[0], policy, run, device_key, health, calibration)
+        result = _measurement(prepared, run.samples[0], run, device_key, health, confidence, calibration)
         _check_floor(result)
         if not result.throttled:
             break
@@ -358,12 +386,10 @@ def _judge_speedup(run: _Run, at_least: float | None, confidence: float) -> _Jud
         speedup = bootstrap_median_ci(np.exp(d), confidence)
     else:
         speedup = est.interval(confidence)
-    shift = level_shift(np.exp(d))
-    verdict = speedup_verdict(speedup, at_least)
-    reason = _correlation_note(est) if est is not None and not est.independent else ""
-    if shift is not None and at_least is not None and shift.lowest_median < at_least <= shift.highest_median:
-        verdict = Verdict.INCONCLUSIVE  # part of the run clears the margin, part does not
-    return _Judgement(speedup, est, shift, verdict, reason)
+    independent = est is None or est.independent
+    verdict = speedup_verdict(speedup, at_least, independent)
+    reason = "" if independent or est is None else _correlation_note(est)
+    return _Judgement(speedup, est, level_shift(est), verdict, reason)
 
 
 def compare(
@@ -381,7 +407,9 @@ def compare(
     """Measure ``fast`` and ``baseline`` interleaved (with ``reference`` when given) and judge
     the claim speedup >= at_least. Sampling stops at the first look with a decided claim; an
     undecided claim samples to its budget, then gets one extension of ``extension_budget_s``."""
-    look_conf = policy.look_confidence
+    extends = policy.extension_budget_s > 0
+    look_conf = policy.look_confidence(extends)
+    looks = policy.look_times(extends)
     guard = guard or HealthGuard(quiet_wait_s=0.0)
     began = time.perf_counter()
 
@@ -401,11 +429,11 @@ def compare(
     slots = [pf, pb] if reference is None else [pf, pb, reference]
     try:
         with _contention_explains(guard, backend, started, waited):
-            run = _sample(backend, slots, policy, policy.budget_s, decided, on_rounds=on_rounds)
+            run = _sample(backend, slots, policy, looks, policy.budget_s, decided, on_rounds=on_rounds)
             judgement = _judge_speedup(run, at_least, look_conf)
-            extensible = run.stop_reason == "budget" and run.looks < len(policy.looks)
-            if judgement.verdict is Verdict.INCONCLUSIVE and policy.extension_budget_s > 0 and extensible:
-                run = _sample(backend, slots, policy, policy.extension_budget_s, decided, run, on_rounds)
+            extensible = run.stop_reason == "budget" and run.looks < len(looks)
+            if judgement.verdict is Verdict.INCONCLUSIVE and at_least is not None and extends and extensible:
+                run = _sample(backend, slots, policy, looks, looks[-1], decided, run, on_rounds)
                 run.stop_reason = "extended:" + run.stop_reason
                 judgement = _judge_speedup(run, at_least, look_conf)
     finally:
@@ -414,17 +442,15 @@ def compare(
     health = guard.after(backend, started, waited)
     ref_samples = run.samples[2] if reference is not None else []
     mf = _measurement(
-        pf, run.samples[0], policy, run, device_key, health, _calibration(reference, run.samples[0], ref_samples)
+        pf, run.samples[0], run, device_key, health, look_conf, _calibration(reference, run.samples[0], ref_samples)
     )
     mb = _measurement(
-        pb, run.samples[1], policy, run, device_key, health, _calibration(reference, run.samples[1], ref_samples)
+        pb, run.samples[1], run, device_key, health, look_conf, _calibration(reference, run.samples[1], ref_samples)
     )
     _check_floor(mf)
     _check_floor(mb)
     verdict = judgement.verdict
     notes = [judgement.reason] if judgement.reason else []
-    if judgement.shift:
-        notes.append(_level_shift_note(judgement.shift))
     contention = health.contention_note()
     if contention and verdict in (Verdict.PASS, Verdict.FAIL):
         verdict = Verdict.INCONCLUSIVE  # another process's load is no evidence either way
@@ -445,17 +471,8 @@ def compare(
         level_shift=judgement.shift,
         estimate=judgement.estimate,
         looks=run.looks,
-        schedule_looks=len(policy.looks),
+        schedule_looks=len(looks),
         wall_s=time.perf_counter() - began,
-    )
-
-
-def _level_shift_note(shift: LevelShift) -> str:
-    return (
-        f"the speedup moved between levels during the run: its consecutive stretches' medians range "
-        f"from {shift.lowest_median:.4f}x to {shift.highest_median:.4f}x (Kruskal-Wallis p={shift.p_value:.1e}); "
-        "most likely the GPU's clocks or power state changed, and another run or chip may sit at "
-        "either level, so set the margin from runs on several machines"
     )
 
 

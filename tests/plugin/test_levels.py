@@ -244,8 +244,8 @@ def test_gpuperf_diff_judges_a_new_entry_against_the_old_entry_s_levels(tmp_path
 @pytest.mark.parametrize(
     "t, spread, seed, message",
     [
-        (FAST, 0.2, 30, "*INCONCLUSIVE: 'k' cannot be placed at level 1 of the 2 stored for it on *; it is *% * than level 1"),
-        (FAST * 1.045, 0.04, 31, "*INCONCLUSIVE: 'k' sits at none of the 2 levels stored for it on *; it is 4.?% slower than level 1"),
+        (FAST * 1.02, 0.4, 31, "*INCONCLUSIVE: 'k' cannot be placed at level 1 of the 2 stored for it on *; it is *% * than level 1"),
+        (FAST * 1.045, 0.08, 31, "*INCONCLUSIVE: 'k' sits at none of the 2 levels stored for it on *; it is 4.?% slower than level 1"),
     ],
 )
 def test_an_undecided_run_says_why_and_fails_only_when_asked(
