@@ -49,9 +49,9 @@ class RegressionCheck:
         if not self.blind:
             return None
         if self.levels:
-            what, remedy = "check against stored levels: level band", "narrow --gpu-perf-level-noise"
+            what, remedy = "check against stored levels: level band", "narrow the level band (level_noise)"
         elif self.calibrated_by:
-            what, remedy = "calibrated check: calibrated band", "narrow --gpu-perf-calibrated-noise"
+            what, remedy = "calibrated check: calibrated band", "narrow the calibrated band (calibrated_noise)"
         else:
             what, remedy = "raw check: machine band", "calibrate against a reference kernel"
         tolerance = f"{100 * self.tolerance:g}%"
