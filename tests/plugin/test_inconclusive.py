@@ -11,6 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_gpuperf.cli import main
+from pytest_gpuperf.options import BY_NAME
 from pytest_gpuperf.report.undecided import blind_lines, undecided, workflow_commands
 
 PROJECT = """
@@ -250,3 +251,12 @@ def test_each_kind_of_undecided_check_says_why() -> None:
     assert all(e.failed for e in undecided(records, default_policy="fail"))
     assert workflow_commands(entries[:1], [])[0].startswith("::error title=gpu-perf inconclusive::t.py::test_rev::k: ")
     assert blind_lines(records) == []
+
+
+def test_the_option_says_what_it_governs_and_what_each_value_does(pytester: pytest.Pytester) -> None:
+    text = BY_NAME["inconclusive"].help
+    for governed in ("speedup claim", "regression check against a stored baseline", "--gpu-perf-against", "contended"):
+        assert governed in text
+    assert "warn: the test passes" in text and "fail: the test fails" in text and "exit status 1" in text
+    result = pytester.runpytest("--help")
+    result.stdout.fnmatch_lines(["*--gpu-perf-inconclusive=*", "*What an undecided result does to its test*"])
