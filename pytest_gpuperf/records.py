@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict, TypeGuard
 
 
-class _Undecided(TypedDict, total=False):
-    # --gpu-perf-inconclusive in force for the test ("warn" or "fail"), on a record whose verdict is
-    # inconclusive or contended: whether that result failed the test or passed with a warning
+class _OnInconclusive(TypedDict, total=False):
+    """On a result whose verdict is inconclusive or contended, the --gpu-perf-inconclusive in force
+    for its test ("warn" or "fail"): whether it failed the test or passed with a warning."""
+
     on_inconclusive: str
 
 
@@ -48,7 +49,7 @@ class MeasurementSummary(TypedDict):
     wall_s: float
 
 
-class ComparisonSummary(_Undecided):
+class ComparisonSummary(_OnInconclusive):
     """``Comparison.summary()``: a speedup claim's outcome (and, when undecided, ``on_inconclusive``)."""
 
     fast: str
@@ -67,7 +68,7 @@ class ComparisonSummary(_Undecided):
     wall_s: float
 
 
-class _MeasurementNote(_Undecided, total=False):
+class _MeasurementNote(_OnInconclusive, total=False):
     note: str  # why it was not judged: no stored baseline for it
     levels: dict[str, Any]  # update mode: the replaced entry's stored levels, kept (the new time sits at one)
 
