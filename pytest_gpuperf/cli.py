@@ -5,7 +5,7 @@
     gpuperf diff OLD NEW                  two baseline folders, two device folders or two files
     gpuperf diff --git REV [DIR]          the working tree's baselines against those at REV
     gpuperf prune [DIR] [--dry-run] [--keep-tests-from PATH]... [--node-ids FILE]
-    gpuperf report FILE [--markdown | --text] [--failures-first] [--max-chars N]
+    gpuperf report FILE [--markdown | --text | --annotations] [--failures-first] [--max-chars N]
     gpuperf export --format github-action-benchmark FILE [-o OUT]
     gpuperf migrate PATH... [--dry-run]   rewrite files of an older schema version as the current one
     gpuperf margins [REPORT...] [--file MARGINS [--write] [--only GLOB]... [--reset]] [--commit SHA] [--markdown]
@@ -245,8 +245,11 @@ def _cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.report.render import cut
+    from pytest_gpuperf.report.render import cut, format_annotations
 
+    if args.annotations:
+        sys.stdout.write(format_annotations(load_report(Path(args.file))))
+        return 0
     text = format_report(load_report(Path(args.file)), markdown=not args.text, failures_first=args.failures_first)
     sys.stdout.write(cut(text, args.max_chars, "the workflow run's artifacts") if args.max_chars else text)
     return 0
@@ -432,6 +435,12 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="GitHub-flavoured markdown (the default)")
     fmt.add_argument("--text", action="store_true", help="aligned plain text, like the terminal summary")
+    fmt.add_argument(
+        "--annotations",
+        action="store_true",
+        help="GitHub Actions workflow commands: a warning for each inconclusive result (an error where it failed "
+        "its test), a notice for regression checks blind to their tolerance",
+    )
     p.add_argument(
         "--failures-first",
         action="store_true",

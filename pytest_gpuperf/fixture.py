@@ -106,7 +106,10 @@ class GpuPerf:
         failures = [
             f for f in (self._record_measurement(m, True, pairs.get(m.name)) for m in (c.fast, c.baseline)) if f
         ]
-        self._emit({"kind": "comparison", "test": self._item.nodeid, "comparison": c.summary()})
+        summary = c.summary()
+        if c.verdict is Verdict.INCONCLUSIVE:
+            summary["on_inconclusive"] = self.settings.inconclusive
+        self._emit({"kind": "comparison", "test": self._item.nodeid, "comparison": summary})
         self._stop_if_contended(c.fast)
         if c.verdict is Verdict.FAIL:
             failures.insert(0, format_comparison_failure(c))
@@ -244,6 +247,7 @@ class GpuPerf:
         failure = None
         if m.contended:
             record["verdict"] = str(Verdict.CONTENDED)
+            record["on_inconclusive"] = self.settings.inconclusive
             self._emit(record)
             return None
         if self.settings.update_baselines:
@@ -261,6 +265,8 @@ class GpuPerf:
             record["verdict"] = str(check.verdict)
             if check.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
                 text = format_against_failure(pair, check, self._session.against_label)
+                if check.verdict is Verdict.INCONCLUSIVE:
+                    record["on_inconclusive"] = self.settings.inconclusive
                 self._emit(record)
                 return text if check.verdict is Verdict.FAIL else next(iter(self._undecided(text)), None)
         elif check_baseline and entry is None:
@@ -288,6 +294,7 @@ class GpuPerf:
                 if verdict is Verdict.FAIL:
                     failure = text
                 else:
+                    record["on_inconclusive"] = self.settings.inconclusive
                     self._emit(record)
                     undecided = self._undecided(text)
                     return undecided[0] if undecided else None

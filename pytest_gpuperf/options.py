@@ -264,7 +264,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "inconclusive",
-        "What an undecided speedup claim does after re-sampling: warn (pass, reported) or fail.",
+        "What an undecided result does to its test: an INCONCLUSIVE speedup claim (after re-sampling), an "
+        "INCONCLUSIVE regression check against a stored baseline or against --gpu-perf-against's revision, and a "
+        "measurement contended by other processes on the GPU. warn: the test passes (a contended one is skipped) "
+        "with a warning, and the summary lists each with its reason; fail: the test fails, and so does the run "
+        "(exit status 1).",
         _choice("warn", "fail"),
         "warn",
         per_test=True,

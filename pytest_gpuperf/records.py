@@ -12,6 +12,13 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict, TypeGuard
 
 
+class _OnInconclusive(TypedDict, total=False):
+    """On a result whose verdict is inconclusive or contended, the --gpu-perf-inconclusive in force
+    for its test ("warn" or "fail"): whether it failed the test or passed with a warning."""
+
+    on_inconclusive: str
+
+
 class MeasurementSummary(TypedDict):
     """``Measurement.summary()``: the statistics of one variant, no raw samples."""
 
@@ -42,8 +49,8 @@ class MeasurementSummary(TypedDict):
     wall_s: float
 
 
-class ComparisonSummary(TypedDict):
-    """``Comparison.summary()``: a speedup claim's outcome."""
+class ComparisonSummary(_OnInconclusive):
+    """``Comparison.summary()``: a speedup claim's outcome (and, when undecided, ``on_inconclusive``)."""
 
     fast: str
     baseline: str
@@ -61,7 +68,7 @@ class ComparisonSummary(TypedDict):
     wall_s: float
 
 
-class _MeasurementNote(TypedDict, total=False):
+class _MeasurementNote(_OnInconclusive, total=False):
     note: str  # why it was not judged: no stored baseline for it
     levels: dict[str, Any]  # update mode: the replaced entry's stored levels, kept (the new time sits at one)
 

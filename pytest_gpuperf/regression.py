@@ -37,9 +37,33 @@ class RegressionCheck:
     levels: tuple[float, ...] = ()  # the stored levels as ratios to the reference, fastest first
     level: int | None = None  # the level ``slowdown`` is against
 
+    @property
+    def blind(self) -> bool:
+        """θ >= τ: a true slowdown of exactly the tolerance sits at or below the threshold, so
+        only an interval lying wholly above the truth could FAIL it; the check cannot catch it."""
+        return self.threshold >= self.tolerance
+
+    @property
+    def note(self) -> str | None:
+        """What a blind check says of itself, and what would let it see its tolerance."""
+        if not self.blind:
+            return None
+        if self.levels:
+            what, remedy = "check against stored levels: level band", "narrow the level band (level_noise)"
+        elif self.calibrated_by:
+            what, remedy = "calibrated check: calibrated band", "narrow the calibrated band (calibrated_noise)"
+        else:
+            what, remedy = "raw check: machine band", "calibrate against a reference kernel"
+        tolerance = f"{100 * self.tolerance:g}%"
+        return (
+            f"{what} {100 * self.band:g}% >= tolerance {tolerance}; a slowdown of {tolerance} cannot fail here: "
+            f"{remedy} or use --gpu-perf-against"
+        )
+
     def summary(self) -> dict[str, Any]:
         levels = {"levels": list(self.levels), "level": self.level} if self.levels else {}
-        return levels | {
+        extra = levels | ({"note": self.note} if self.note else {})
+        return extra | {
             "slowdown": self.slowdown.estimate,
             "ci_low": self.slowdown.low,
             "ci_high": self.slowdown.high,
@@ -49,6 +73,7 @@ class RegressionCheck:
             "threshold": self.threshold,
             "calibrated_by": self.calibrated_by,
             "independent": self.independent,
+            "tolerance_blind": self.blind,
             "verdict": str(self.verdict),
         }
 

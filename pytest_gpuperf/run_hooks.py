@@ -135,11 +135,13 @@ class RunHooks:
         if self.s.is_worker:
             return
         from pytest_gpuperf.report.summary import format_changes, health_lines, summary_rows, time_lines, verdict_counts
+        from pytest_gpuperf.report.undecided import blind_lines, groups, undecided
 
         tr = terminalreporter
         rows = summary_rows(self.s.records)
         health = health_lines(self.s.records)
-        if len(rows) > 1 or self.s.skip_reasons or health or any(o.error for o in self.written):
+        inconclusive = groups(undecided(self.s.records, self.s.settings.inconclusive))
+        if len(rows) > 1 or self.s.skip_reasons or health or inconclusive or any(o.error for o in self.written):
             tr.write_sep("=", "gpu-perf summary")
         if len(rows) > 1:
             widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -147,6 +149,12 @@ class RunHooks:
                 tr.write_line("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip())
             counts = verdict_counts(self.s.records)
             tr.write_line("verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+        for heading, group in inconclusive:  # every one: an undecided result passes, so this is where it shows
+            tr.write_line(heading + ":", **({"red": True} if group[0].failed else {"yellow": True}))
+            for entry in group:
+                tr.write_line("  " + entry.line)
+        for line in blind_lines(self.s.records):
+            tr.write_line(line)
         missing = [
             r["note"].split(" (looked in")[0] for r in self.s.records if r["kind"] == "measurement" and "note" in r
         ]

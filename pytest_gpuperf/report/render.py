@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from pytest_gpuperf.records import ComparisonRecord, MeasurementRecord, Record
 from pytest_gpuperf.report.summary import _table, fmt_time, summary_rows
+from pytest_gpuperf.report.undecided import OPTION, blind_lines, groups, undecided, workflow_commands
 
 
 def _md(text: str) -> str:
@@ -51,9 +52,12 @@ def _urgency(row: list[str]) -> int:
 
 
 def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first: bool = False) -> str:
-    """The terminal summary's table, then figures, skips, failures and baseline changes. With
-    ``failures_first`` the table lists failed gates, then undecided ones, then the rest."""
-    rows = summary_rows(report_records(data))
+    """The failed tests and the inconclusive results with their reasons, then the terminal
+    summary's table, figures, skips, baseline changes and the checks blind to their tolerance.
+    With ``failures_first`` the table lists failed gates, then undecided ones, then the rest."""
+    records = report_records(data)
+    rows = summary_rows(records)
+    inconclusive = groups(undecided(records, _policy(data)))
     if failures_first:
         rows = rows[:1] + sorted(rows[1:], key=_urgency)
     figures = [
@@ -97,6 +101,9 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
     if failed:
         out += ["", heading(f"Failed tests ({len(failed)})")]
         out += [f"- `{n}`" if markdown else f"  {n}" for n in failed]
+    for title, group in inconclusive:  # before the table, so a comment cut to its size keeps them
+        out += ["", heading(title.replace(OPTION + "=fail", f"`{OPTION}=fail`") if markdown else title)]
+        out += [f"- `{e.where}`: {_md(e.text)}" if markdown else f"  {e.line}" for e in group]
     out.append("")
     out += table(rows, right=(2,)) if len(rows) > 1 else ["No GPU measurements in this report."]
     if figures:
@@ -110,9 +117,25 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
             old, new = ch.get("old_median_s"), ch["new_median_s"]
             body.append([ch["key"], fmt_time(old), fmt_time(new), f"{100 * (new / old - 1):+.1f}%" if old else "new"])
         out += ["", heading(f"Baselines updated ({len(changes)} entries)")] + table(body, right=(1, 2, 3))
+    if blind := blind_lines(records):
+        out += ["", heading("Regression checks blind to their tolerance")]
+        out += [f"- {_md(line)}" if markdown else f"  {line}" for line in blind]
     if notes:
         out += ["", heading("Notes")] + [f"- {_md(n)}" if markdown else f"  {n}" for n in notes]
     return "\n".join(out) + "\n"
+
+
+def format_annotations(data: Mapping[str, Any]) -> str:
+    """GitHub Actions workflow commands for the report's inconclusive results and blind checks."""
+    records = report_records(data)
+    return "".join(line + "\n" for line in workflow_commands(undecided(records, _policy(data)), records))
+
+
+def _policy(data: Mapping[str, Any]) -> str:
+    """The run's --gpu-perf-inconclusive, for records of a release that did not carry their own."""
+    settings = data.get("settings")
+    value = settings.get("inconclusive") if isinstance(settings, Mapping) else None
+    return value if isinstance(value, str) else "warn"
 
 
 def cut(text: str, max_chars: int, where: str = "the full report") -> str:

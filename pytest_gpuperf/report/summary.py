@@ -112,8 +112,9 @@ def format_regression_failure(m: Measurement, entry: Entry, check: RegressionChe
         f"{head}: {m.name!r} is {100 * (s.estimate - 1):.1f}% slower than its stored "
         f"baseline for {device_key} ({path})\n{_table(rows)}\n"
         f"  slowdown  {s.estimate:.4f}x {_ci(s.low, s.high)} ({100 * s.confidence:g}% CI, {basis})\n"
-        f"  threshold {limit:.4f}x = 1 + max(tolerance {100 * check.tolerance:g}% / 2, machine band "
-        f"{100 * check.band:g}%): {why}\n"
+        f"  threshold {limit:.4f}x = 1 + max(tolerance {100 * check.tolerance:g}% / 2, "
+        f"{'calibrated' if check.calibrated_by else 'machine'} band {100 * check.band:g}%): {why}\n"
+        + (f"  note      {check.note}\n" if check.note else "")
         + _clock_note(m, entry)
         + "  If the change is intended (new hardware, an accepted trade-off), re-record with "
         "pytest --gpu-perf --gpu-perf-update-baselines"

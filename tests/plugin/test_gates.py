@@ -121,7 +121,7 @@ def test_record_then_detect_regression(pytester: pytest.Pytester, fake_gpu: Call
             "*now*2* us*",
             "*baseline** us*20??-*",
             "*slowdown*x ?*? (99.6667% CI, relative to reference:copy timed in the same rounds, now and when recorded)",
-            "*threshold 1.0400x = 1 + max(tolerance 5% / 2, * band 4%): the whole interval lies above it",
+            "*threshold 1.0400x = 1 + max(tolerance 5% / 2, calibrated band 4%): the whole interval lies above it",
             "*SM clock 1980-1980 MHz now, 1980-1980 MHz when recorded",
             "*re-record with pytest --gpu-perf --gpu-perf-update-baselines",
     ))
