@@ -125,13 +125,12 @@ def _speedup(test: str, c: ComparisonSummary, fast: MeasurementRecord | None, fa
     if m is not None and low is not None and high is not None and low < m <= high:
         reasons.append("the interval straddles the margin")
     shift = c.get("level_shift")
-    if shift and m is not None:
+    if shift:
         lowest, highest = _num(shift.get("lowest_median")), _num(shift.get("highest_median"))
-        if lowest is not None and highest is not None and lowest < m <= highest:
-            reasons.append(
-                f"level shift: the run moved between {_x(lowest)} and {_x(highest)} (clocks or power state), "
-                "with the margin between them"
-            )
+        reasons.append(
+            f"level shift: the run's batches moved between {_x(lowest)} and {_x(highest)} (a clock, power state "
+            "or placement of one variant's own); no gate decides on such a run"
+        )
     correlated = _correlated(c.get("estimate"))
     if correlated:
         reasons.append(correlated)
@@ -169,7 +168,7 @@ def _regression(where: str, reg: Mapping[str, Any], failed: bool) -> Undecided:
     elif s is not None and low is not None and s > limit and low <= limit:
         reasons.append("above the threshold, but the interval reaches below it")
     if reg.get("independent") is False:
-        reasons.append("correlated batches: the interval is widened")
+        reasons.append("batches not independent (correlated over more than half a batch, or a level that moved): no gate decides on them")
     return Undecided(where, what, detail, tuple(reasons) or ("the interval decides nothing",), failed)
 
 
@@ -192,15 +191,15 @@ def _process(p: Mapping[str, Any]) -> str:
 
 
 def _correlated(est: Mapping[str, Any] | None) -> str | None:
-    """Why the interval is wide when the estimate's batches were too short to be independent."""
+    """Why an estimate decides nothing when its batches are too short next to its correlation time
+    (a level shift is named on its own)."""
     if not est:
         return None
-    size, needed, lag1 = _num(est.get("batch_size")), _num(est.get("needed_batch_size")), _num(est.get("lag1"))
+    size, needed, tau = _num(est.get("batch_size")), _num(est.get("needed_batch_size")), _num(est.get("tau"))
     if size is None or needed is None or size >= needed:
         return None
-    rho = f"rank lag-1 {lag1:.2f}: " if lag1 is not None else ""
-    widened = f", so the interval is widened {math.sqrt(needed / size):.2f}x" if size > 0 else ""
-    return f"correlated batches ({rho}{size:g} rounds a batch, {needed:g} needed){widened}"
+    over = f"about {tau:.0f} rounds" if tau is not None else f"{needed / 2:g} rounds or more"
+    return f"correlated batches: samples stay correlated over {over}, more than half of a {size:g}-round batch; no gate decides on them"
 
 
 def _unexplained(notes: Any) -> tuple[str, ...]:

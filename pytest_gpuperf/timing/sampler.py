@@ -323,7 +323,6 @@ def measure(
     began = time.perf_counter()
 
     extends = policy.extension_budget_s > 0
-    looks = policy.look_times(extends)
     confidence = policy.look_confidence(extends)
 
     def estimates(run: _Run) -> list[Estimate | None]:
