@@ -124,7 +124,7 @@ def test_diff_names_the_corrupt_file_and_field(store: BaselineStore, tmp_path: P
     data["entries"]["test_b::k"]["median_s"] = "fast"
     path.write_text(json.dumps(data))
     code, _, err = run(capsys, "diff", str(store.root), str(store.root))
-    assert code == 1 and f"{path}: field 'entries.test_b::k.median_s' must be a positive number" in err
+    assert code == 1 and f"{path}: field 'entries.test_b::k.median_s' must be a time per launch from 1e-07 s to 1000 s, got 'fast'" in err
 
 
 def test_diff_takes_two_folders_or_git(capsys: pytest.CaptureFixture[str]) -> None:
