@@ -168,6 +168,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     root = Path(args.dir)
     result = check_folder(root)
+    for note in result.notes:
+        print(f"NOTE {note}")
     for problem in result.problems:
         print(f"ERROR {problem}")
     print(result.summary(root))

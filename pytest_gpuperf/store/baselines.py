@@ -29,7 +29,13 @@ from typing import Any, TypeGuard
 
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 from pytest_gpuperf.gates.stats import Estimate, Interval, estimate_from_interval
-from pytest_gpuperf.store.files import atomic_write_json, parse_json_object, read_json_object, symlinked_component
+from pytest_gpuperf.store.files import (
+    atomic_write_json,
+    parse_json_object,
+    read_json_object,
+    stored_files,
+    symlinked_component,
+)
 from pytest_gpuperf.store.jsonio import finite_number, shown
 from pytest_gpuperf.store.locks import hold
 
@@ -523,4 +529,4 @@ class BaselineStore:
         return removed
 
     def files(self) -> Iterable[Path]:
-        return sorted(self.root.glob("*/*.json"))
+        return stored_files(self.root, "*/*.json")
