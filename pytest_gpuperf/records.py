@@ -63,6 +63,7 @@ class ComparisonSummary(TypedDict):
 
 class _MeasurementNote(TypedDict, total=False):
     note: str  # why it was not judged: no stored baseline for it
+    not_recorded: str  # update mode: why it was not stored (the entry or the file was refused)
     levels: dict[str, Any]  # update mode: the replaced entry's stored levels, kept (the new time sits at one)
 
 
