@@ -124,7 +124,8 @@ def plan_prune(
     if plan.uncollected and len(plan.uncollected) == sum(1 for f in files.values() if f.entries):
         raise GpuPerfError(
             f"no test of the modules of any of the {len(plan.uncollected)} baseline file(s) was collected (run "
-            "gpuperf prune from the project root, or give the node ids with --node-ids); nothing was pruned. "
+            "gpuperf prune from the project root, where the test modules import, or give the node ids with "
+            "--node-ids); nothing was pruned. "
             "To remove them all, pass --remove-uncollected"
         )
     return plan

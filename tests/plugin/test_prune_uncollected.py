@@ -86,8 +86,8 @@ def test_a_collection_that_matches_no_baseline_file_prunes_nothing(
     assert code == 1 and out == ""
     assert err == (
         "gpuperf: error: no test of the modules of any of the 2 baseline file(s) was collected (run gpuperf prune "
-        "from the project root, or give the node ids with --node-ids); nothing was pruned. To remove them all, pass "
-        "--remove-uncollected\n"
+        "from the project root, where the test modules import, or give the node ids with --node-ids); nothing was "
+        "pruned. To remove them all, pass --remove-uncollected\n"
     )
     assert snapshot(project.root) == before
 
