@@ -4,7 +4,7 @@
     gpuperf check [DIR]                   validate every baseline, budget and report file under DIR
     gpuperf diff OLD NEW                  two baseline folders, two device folders or two files
     gpuperf diff --git REV [DIR]          the working tree's baselines against those at REV
-    gpuperf prune [DIR] [--dry-run] [--keep-tests-from PATH]... [--node-ids FILE]
+    gpuperf prune [DIR] [--dry-run] [--keep-tests-from PATH]... [--node-ids FILE] [--remove-uncollected]
     gpuperf report FILE [--markdown | --text | --annotations] [--failures-first] [--max-chars N]
     gpuperf export --format github-action-benchmark FILE [-o OUT]
     gpuperf migrate PATH... [--dry-run]   rewrite files of an older schema version as the current one
@@ -39,7 +39,7 @@ from pytest_gpuperf.store.layout import (
     other_kind,
     require_folder,
 )
-from pytest_gpuperf.store.prune import collect_node_ids, read_node_ids, stale_entries
+from pytest_gpuperf.store.prune import collect_node_ids, plan_prune, read_node_ids
 from pytest_gpuperf.store.reports import ReportFileError, load_report
 
 PROG = "gpuperf"
@@ -168,6 +168,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     root = Path(args.dir)
     result = check_folder(root)
+    for note in result.notes:
+        print(f"NOTE {note}")
     for problem in result.problems:
         print(f"ERROR {problem}")
     print(result.summary(root))
@@ -224,12 +226,19 @@ def _cmd_prune(args: argparse.Namespace) -> int:
             raise _Usage("prune takes --node-ids or --keep-tests-from, not both")
         ids, whole = read_node_ids(args.node_ids), True
     else:
+        if args.keep_tests_from and args.remove_uncollected:
+            raise _Usage(
+                "--remove-uncollected needs the whole suite collected: with --keep-tests-from, every other module "
+                "counts as not collected"
+            )
         ids, whole = collect_node_ids(args.keep_tests_from or []), not args.keep_tests_from
-    stale = stale_entries(files, ids, whole_suite=whole)
+    plan = plan_prune(files, ids, whole_suite=whole, remove_uncollected=args.remove_uncollected)
+    for line in plan.kept_lines():
+        print(line)
     store = BaselineStore(root)
     verb = "would remove" if args.dry_run else "removed"
     count = 0
-    for name, keys in stale.items():
+    for name, keys in plan.stale.items():
         removed = keys if args.dry_run else store.remove_entries(root / name, keys)
         for key in removed:
             print(f"{verb} {name} :: {key}")
@@ -237,8 +246,10 @@ def _cmd_prune(args: argparse.Namespace) -> int:
             print(f"{verb} {name} (no entries left)")
         count += len(removed)
     done = "would be removed" if args.dry_run else "removed"
+    everything = count and count == sum(len(f.entries) for f in files.values())
     print(
-        f"{count} stale entr{'y' if count == 1 else 'ies'} {done} from {len(stale)} file(s) under {root}"
+        f"{count} stale entr{'y' if count == 1 else 'ies'} {done} from {len(plan.stale)} file(s) under {root}"
+        + (": every entry there" if everything else "")
         + (" (dry run: nothing changed)" if args.dry_run else "")
     )
     return 0
@@ -411,7 +422,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Remove baseline entries whose test node id is no longer collected. Node ids come from "
         "'pytest --collect-only -q' run in the current folder (the project root), or from --node-ids. With "
         "--keep-tests-from PATH (repeat it for more paths), only the files of modules collected from those paths "
-        "are pruned. Entries whose test is collected are never removed.",
+        "are pruned. Entries whose test is collected are never removed. A file whose module had no test collected "
+        "(a deleted module, but also one skipped at import or failing to collect, or a run from the wrong folder) is "
+        "kept, with a line naming it, unless --remove-uncollected is given; when no file's module was collected, "
+        "prune stops with an error and removes nothing.",
     )
     p.add_argument(
         "dir", nargs="?", default=DEFAULT_DIR, metavar="DIR", help=f"baseline folder (default: {DEFAULT_DIR})"
@@ -427,6 +441,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--node-ids", metavar="FILE", help="a file of node ids, one a line ('-': standard input), instead of collecting"
+    )
+    p.add_argument(
+        "--remove-uncollected",
+        action="store_true",
+        help="also remove the entries of files whose module had no test collected (deleted test modules); "
+        "check the kept lines of a run without it first",
     )
     p.set_defaults(run=_cmd_prune)
 

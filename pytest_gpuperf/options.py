@@ -185,7 +185,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "baselines",
-        "Folder of stored per-GPU baselines (default: baselines/ under the rootdir).",
+        "Folder of stored per-GPU baselines (default: baselines/ under the rootdir); a folder named here must "
+        "exist, unless --gpu-perf-update-baselines creates it.",
         _path,
         "baselines",
         metavar="DIR",
@@ -532,7 +533,8 @@ class Settings:
         return out
 
     def check_paths(self) -> None:
-        """Paths given by options must be usable as what they name, checked before any test runs."""
+        """Paths given by options must be usable as what they name, checked before any test runs; a
+        baselines folder given explicitly must exist unless the run records baselines (which creates it)."""
         checks = (
             ("baselines", self.baselines_dir, "a folder", lambda p: not p.exists() or p.is_dir()),
             ("json", self.json_path, "a file", lambda p: not p.is_dir()),
@@ -544,6 +546,28 @@ class Settings:
                     f"pytest-gpuperf: {BY_NAME[name].flag} {path} (from {self.sources.get(name, 'the default')}) "
                     f"must name {kind}, and it is not; give another path"
                 )
+        self._require_baselines_folder()
+
+    def _require_baselines_folder(self) -> None:
+        """A baselines folder named explicitly must exist: a mistyped path would otherwise turn every
+        regression check into a "no stored baseline" note. An update creates it."""
+        path, source = self.baselines_dir, self.sources.get("baselines", "the default")
+        if path.is_dir():
+            return
+        flag = BY_NAME["baselines"].flag
+        if self.update_baselines:
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise GpuPerfUsageError(
+                    f"pytest-gpuperf: {flag} {path} (from {source}) cannot be created: {exc.strerror or exc}; "
+                    "give another path"
+                ) from None
+        elif source != "the default":
+            raise GpuPerfUsageError(
+                f"pytest-gpuperf: {flag} {path} (from {source}) does not exist, so no baseline would be checked; "
+                "fix the path, or record baselines there with --gpu-perf-update-baselines"
+            )
 
     @property
     def bands(self) -> Bands:

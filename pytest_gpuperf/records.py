@@ -70,6 +70,7 @@ class ComparisonSummary(_OnInconclusive):
 
 class _MeasurementNote(_OnInconclusive, total=False):
     note: str  # why it was not judged: no stored baseline for it
+    not_recorded: str  # update mode: why it was not stored (the entry or the file was refused)
     levels: dict[str, Any]  # update mode: the replaced entry's stored levels, kept (the new time sits at one)
 
 

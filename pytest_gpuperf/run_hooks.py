@@ -76,8 +76,8 @@ class RunHooks:
             self.written.append(write_report(json_path, self._payload()))
         if settings.update_baselines:
             self.written.extend(self.s.write_baselines())
-            if json_path and self.s.baseline_changes and not self.written[0].error:
-                self.written[0] = write_report(json_path, self._payload())  # now with the changes
+            if json_path and (self.s.baseline_changes or self.s.not_recorded) and not self.written[0].error:
+                self.written[0] = write_report(json_path, self._payload())  # now with what was (not) stored
         if settings.plots_dir:
             self.written.append(self._write_plots(self._payload()))
         lost = any(o.error for o in self.written if o.what != "plots")  # charts are a convenience, not a record

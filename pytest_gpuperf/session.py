@@ -20,7 +20,7 @@ from pytest_gpuperf.options import Settings
 
 if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
     from pytest_gpuperf.live_status import LiveStatus
-    from pytest_gpuperf.records import Record
+    from pytest_gpuperf.records import MeasurementRecord, Record
     from pytest_gpuperf.store.baselines import BaselineStore, Change
     from pytest_gpuperf.timing.backend import TimingBackend
     from pytest_gpuperf.timing.health import HealthGuard
@@ -230,12 +230,15 @@ class GpuPerfSession:
     def write_baselines(self) -> list[Any]:
         """Merge this run's measurements into the stored baselines (update mode, controller only).
 
-        Each file is written on its own; returns one ``outputs.Outcome`` per file.
+        Each file is written on its own; returns one ``outputs.Outcome`` per file. A measurement
+        that is not stored (an entry the reader would refuse, a file that could not be written)
+        gets the verdict "not recorded" and the reason in its record and in ``not_recorded``.
         """
         from pytest_gpuperf.report.outputs import attempt
         from pytest_gpuperf.store.baselines import Entry
 
         grouped: dict[tuple[str, str], dict[str, Entry]] = {}
+        measured: dict[tuple[str, str], list[MeasurementRecord]] = {}
         devices: dict[str, dict[str, Any]] = {}
         for r in self.records:
             if r["kind"] != "measurement":
@@ -248,10 +251,11 @@ class GpuPerfSession:
                 entry = entry.with_extra(levels=r["levels"])
             problem = entry.problem()
             if problem:
-                self.not_recorded.append(f"{r['key']}: {problem}")
+                self._not_recorded(r, problem)
                 continue
             devices[r["device"]["key"]] = r["device"]
             grouped.setdefault((r["device"]["key"], r["module"]), {})[r["key"]] = entry
+            measured.setdefault((r["device"]["key"], r["module"]), []).append(r)
         from pytest_gpuperf.report.provenance import provenance
 
         source = provenance(self.config.rootpath)
@@ -263,8 +267,21 @@ class GpuPerfSession:
                 self.baseline_changes.extend(changes)
                 return f"{len(changes)} entries"
 
-            outcomes.append(attempt("baselines", self.store.path_for(device_key, module), update))
+            path = self.store.path_for(device_key, module)
+            outcome = attempt("baselines", path, update)
+            if outcome.error:
+                why = outcome.error if str(path) in outcome.error else f"{path}: {outcome.error}"
+                for r in measured[(device_key, module)]:
+                    self._not_recorded(r, why)
+            outcomes.append(outcome)
         return outcomes
+
+    def _not_recorded(self, record: MeasurementRecord, why: str) -> None:
+        from pytest_gpuperf.gates.verdict import Verdict
+
+        record["verdict"] = str(Verdict.NOT_RECORDED)
+        record["not_recorded"] = why
+        self.not_recorded.append(f"{record['key']}: {why}")
 
 
 def copy_variants(backend: TimingBackend, device: DeviceInfo) -> list[Any]:

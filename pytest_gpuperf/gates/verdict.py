@@ -38,6 +38,7 @@ class Verdict(str, enum.Enum):
     IMPROVED = "improved"
     MEASURED = "measured"  # no gate applied: no margin or no stored baseline
     RECORDED = "recorded"  # --gpu-perf-update-baselines: the result becomes the baseline
+    NOT_RECORDED = "not recorded"  # --gpu-perf-update-baselines, but the entry or its file was refused
     CONTENDED = "contended"  # other processes used the GPU: not judged, never stored
 
     def __str__(self) -> str:

@@ -29,7 +29,13 @@ from typing import Any, TypeGuard
 
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 from pytest_gpuperf.gates.stats import BATCH_FACTOR, Estimate, Interval, estimate_from_interval
-from pytest_gpuperf.store.files import atomic_write_json, parse_json_object, read_json_object, symlinked_component
+from pytest_gpuperf.store.files import (
+    atomic_write_json,
+    parse_json_object,
+    read_json_object,
+    stored_files,
+    symlinked_component,
+)
 from pytest_gpuperf.store.jsonio import finite_number, shown
 from pytest_gpuperf.store.locks import hold
 
@@ -139,6 +145,14 @@ def _fail(path: Path, field_name: str, problem: str) -> BaselineFileError:
 
 MAX_LOG = 100.0  # |log| of a time or a ratio: e^100 is far past any GPU time in seconds or any ratio
 
+# The bounds of a stored entry (docs/schemas.md states them). A value past them is no measurement
+# but a typo or a damaged file, and the gate would trust it: a median of 1e300 s makes any
+# slowdown an improvement, an interval of zero width makes any difference certain.
+MIN_TIME_S = 1e-7  # per launch; the sampler refuses times under 0.5 us (timing.sampler.MIN_LAUNCH_S)
+MAX_TIME_S = 1e3
+LOG_TIME = (math.log(MIN_TIME_S), math.log(MAX_TIME_S))  # an estimate's log_center, log seconds
+MAX_LOG_RATIO = math.log(MAX_TIME_S / MIN_TIME_S)  # |log(t / t_reference)| of a calibration or a level
+
 
 def parse_estimate(raw: Any) -> Estimate | None:
     """An ``Estimate`` from its stored summary; None when absent or malformed (a centre beyond
@@ -196,9 +210,17 @@ def entry_problem(raw: Any) -> tuple[str, str] | None:
     numbers = {}
     for name in _NUMBER_FIELDS:
         value = finite_number(raw.get(name))
-        if value is None or value <= 0:
-            return name, f"must be a positive number, got {shown(raw.get(name))}"
+        if value is None or not MIN_TIME_S <= value <= MAX_TIME_S:
+            return (
+                name,
+                f"must be a time per launch from {MIN_TIME_S:g} s to {MAX_TIME_S:g} s, got {shown(raw.get(name))}",
+            )
         numbers[name] = value
+    if not numbers["ci_low_s"] < numbers["ci_high_s"]:
+        return "", (
+            f"must have ci_low_s below ci_high_s, got {numbers['ci_low_s']!r} and {numbers['ci_high_s']!r}: "
+            "an interval of zero width claims a certainty no measurement has"
+        )
     if not numbers["ci_low_s"] <= numbers["median_s"] <= numbers["ci_high_s"]:
         return "", "must satisfy ci_low_s <= median_s <= ci_high_s"
     confidence = finite_number(raw.get("confidence"))
@@ -215,8 +237,46 @@ def entry_problem(raw: Any) -> tuple[str, str] | None:
             return name, f"must be a string, got {shown(raw.get(name))}"
     if raw["mode"] not in ("cold", "hot"):
         return "mode", f"must be 'cold' or 'hot', got {raw['mode']!r}"
+    if "estimate" in raw:
+        found = estimate_problem(raw["estimate"], *LOG_TIME)
+        if found:
+            return _within("estimate", found)
+    if "calibration" in raw:
+        calibration = raw["calibration"]
+        if not isinstance(calibration, dict) or not isinstance(calibration.get("reference"), str):
+            return "calibration.reference", "must be a string naming the reference kernel the entry was timed against"
+        found = estimate_problem(calibration, -MAX_LOG_RATIO, MAX_LOG_RATIO)
+        if found:
+            return _within("calibration", found)
     if "levels" in raw:
         return _levels_problem(raw["levels"], raw.get("calibration"))
+    return None
+
+
+def _within(parent: str, found: tuple[str, str]) -> tuple[str, str]:
+    return (f"{parent}.{found[0]}" if found[0] else parent), found[1]
+
+
+def estimate_problem(raw: Any, low: float, high: float) -> tuple[str, str] | None:
+    """The first (field, problem) of a stored estimate on the log scale whose centre must lie in
+    [low, high], or None: a finite ``log_se`` above 0 (and at most MAX_LOG), an integer ``df`` of 1
+    or more, counts that are integers."""
+    if not isinstance(raw, dict):
+        return "", f"must be an object with log_center, log_se and df, got {shown(raw)}"
+    center = finite_number(raw.get("log_center"))
+    if center is None or not low <= center <= high:
+        return "log_center", f"must be a number from {low:.4g} to {high:.4g}, got {shown(raw.get('log_center'))}"
+    se = finite_number(raw.get("log_se"))
+    if se is None or not 0 < se <= MAX_LOG:
+        return "log_se", (
+            f"must be a number above 0 and at most {MAX_LOG:g}, got {shown(raw.get('log_se'))}: "
+            "a standard error of 0 claims a certainty no measurement has"
+        )
+    if not _count(raw.get("df")) or raw["df"] < 1:
+        return "df", f"must be an integer of 1 or more, got {shown(raw.get('df'))}"
+    for name in ("n", "batch_size", "needed_batch_size"):
+        if name in raw and not _count(raw[name]):
+            return name, f"must be an integer of 0 or more, got {shown(raw[name])}"
     return None
 
 
@@ -238,13 +298,11 @@ def _levels_problem(raw: Any, calibration: Any) -> tuple[str, str] | None:
         return "levels.levels", f"must be a list of at least 2 levels, got {shown(levels)}"
     centers: list[float] = []
     for i, level in enumerate(levels):
+        found = estimate_problem(level, -MAX_LOG_RATIO, MAX_LOG_RATIO)
+        if found:
+            return _within(f"levels.levels[{i}]", found)
         estimate = parse_estimate(level)
-        if estimate is None:
-            return (
-                f"levels.levels[{i}]",
-                f"must be an object with a log_center within ±{MAX_LOG:g}, a log_se from 0 to {MAX_LOG:g} and an "
-                "integer df >= 1",
-            )
+        assert estimate is not None  # estimate_problem refuses all that parse_estimate refuses
         if centers and estimate.center <= centers[-1]:
             return f"levels.levels[{i}]", "must be slower than the level before it: levels are stored fastest first"
         centers.append(estimate.center)
@@ -481,4 +539,4 @@ class BaselineStore:
         return removed
 
     def files(self) -> Iterable[Path]:
-        return sorted(self.root.glob("*/*.json"))
+        return stored_files(self.root, "*/*.json")

@@ -6,7 +6,9 @@ reports through ``reports.validate_report``: the readers the plugin and the othe
 commands use. A file the plugin would never read where it lies (a baseline outside
 ``<device key>/``, a budget outside ``static/``), a device key that differs from its folder,
 a link, or a file that is no pytest-gpuperf JSON at all is a problem too. One line per
-problem; the command exits 1 when there is any.
+problem; the command exits 1 when there is any. Lock files and the temporary files a killed
+writer leaves (``.<name>.<hex>.tmp``, which nothing reads) are no problem: a leftover gets a note
+saying it can be deleted.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.store.baselines import BaselineFile
 from pytest_gpuperf.store.budgets import BUDGETS_FOLDER, READABLE_SCHEMAS, BudgetFile
+from pytest_gpuperf.store.files import is_leftover
 from pytest_gpuperf.store.jsonio import read_json, shown
 from pytest_gpuperf.store.layout import STORED_KINDS, kind_of, level_problem, schema_of
 from pytest_gpuperf.store.reports import validate_report
@@ -30,6 +33,7 @@ class CheckResult:
     files: int = 0
     problems: list[str] = field(default_factory=list)
     kinds: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # harmless findings: temporary files of killed writers
 
     def summary(self, root: Path) -> str:
         counts = ", ".join(f"{kind}: {n}" for kind, n in sorted(self.kinds.items())) or "none of ours"
@@ -51,6 +55,12 @@ def check_folder(root: Path) -> CheckResult:
         for name in [d for d in dirs if (here / d).is_symlink()] + sorted(names):
             path = here / name
             if path.name.endswith(IGNORED_SUFFIXES) and not path.is_symlink():
+                continue
+            if is_leftover(path) and path.is_file() and not path.is_symlink():
+                result.notes.append(
+                    f"{path} is a temporary file left by an interrupted write; nothing reads it, delete it "
+                    "once no pytest or gpuperf run is writing here"
+                )
                 continue
             result.files += 1
             problem = check_file(root, path, result)

@@ -1,10 +1,11 @@
 """Atomic file writes (a reader, or a crash, never sees half a file), the symlink check that
-guards them, and checked JSON objects."""
+guards them, the temporary files they leave when killed, and checked JSON objects."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
@@ -75,11 +76,34 @@ def symlinked_component(path: Path, below: Path) -> Path | None:
 def _create_beside(path: Path) -> tuple[int, Path]:
     """A new, empty file ``.<name>.<random>.tmp`` in ``path``'s folder, opened for writing."""
     while True:
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        tmp = temporary_beside(path)
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
         except FileExistsError:
             continue
+
+
+def temporary_beside(path: Path, suffix: str = ".tmp") -> Path:
+    """A fresh name for the temporary file that is renamed over ``path``:
+    ``.<name>.<12 hex digits><suffix>``. A writer killed before the rename leaves it behind;
+    ``is_leftover`` recognises it, so readers and ``gpuperf check`` pass it by."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(6)}{suffix}")
+
+
+# .<name>.<12 hex digits>.tmp (atomic_write_text) or .<name>.<12 hex digits>.migrate.json[.gz] (gpuperf migrate)
+_LEFTOVER = re.compile(r"\..+\.[0-9a-f]{12}(\.tmp|\.migrate\.json|\.migrate\.json\.gz)")
+
+
+def stored_files(folder: Path, pattern: str) -> list[Path]:
+    """The files under ``folder`` matching ``pattern`` (a glob), sorted; leftovers of killed
+    atomic writes are left out (``is_leftover``)."""
+    return sorted(p for p in folder.glob(pattern) if not is_leftover(p))
+
+
+def is_leftover(path: Path) -> bool:
+    """Whether ``path`` is named as a temporary file of an atomic write (``temporary_beside``):
+    never a file pytest-gpuperf reads, and safe to delete once no writer runs."""
+    return _LEFTOVER.fullmatch(path.name) is not None
 
 
 def private_dir(name: str) -> Path:

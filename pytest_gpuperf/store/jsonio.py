@@ -3,7 +3,8 @@
 Reading (``read_json``) turns every way a file can be hostile or simply wrong into one
 ``GpuPerfError`` subclass naming the file: too large (also after gzip decompression, which is
 streamed and stopped at ``MAX_JSON_BYTES``), binary or not UTF-8, invalid JSON, nested past
-Python's recursion limit, or holding an integer too long to convert.
+Python's recursion limit, holding an integer too long to convert, or naming one key twice in
+an object (a JSON parser keeps the last value silently, so such a file does not say what it shows).
 
 Writing (``finite_payload``) replaces NaN and infinities, which JSON has no token for, by null
 and returns a note naming each field, so a written file always parses with strict readers.
@@ -99,9 +100,20 @@ def decode_text(data: bytes, path: Path, kind: str, error: type[GpuPerfError]) -
 
 
 def parse_text(text: str, path: Path, kind: str, error: type[GpuPerfError], *, hint: str = "") -> Any:
-    """``text`` parsed as JSON; every parser failure is one line naming the file."""
+    """``text`` parsed as JSON; every parser failure, and a key given twice in one object, is one
+    line naming the file (and the repeated field)."""
+    repeated: list[_Repeated] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(items)
+        if len(obj) == len(items):
+            return obj
+        found = _Repeated(items)
+        repeated.append(found)
+        return found
+
     try:
-        return json.loads(text)
+        data = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as exc:
         raise error(
             f"{kind} {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}){hint}"
@@ -112,6 +124,40 @@ def parse_text(text: str, path: Path, kind: str, error: type[GpuPerfError], *, h
         ) from None
     except ValueError as exc:  # an integer literal past sys.get_int_max_str_digits()
         raise error(f"{kind} {path} holds a number too long to read ({exc}){hint}") from None
+    if repeated:
+        where, times = _first_repeated(data) or (repeated[0].key, repeated[0].times)
+        raise error(
+            f"{kind} {path}: field {where!r} appears {times} times in one object, and a JSON reader silently keeps "
+            f"only the last; keep the one that is right{hint or '.'}"
+        )
+    return data
+
+
+class _Repeated(dict[str, Any]):
+    """A parsed JSON object that names a key more than once: ``key`` (the first such) and how
+    many times it appears."""
+
+    def __init__(self, items: list[tuple[str, Any]]):
+        super().__init__(items)
+        names = [name for name, _ in items]
+        self.key = next(name for i, name in enumerate(names) if name in names[:i])
+        self.times = names.count(self.key)
+
+
+def _first_repeated(data: Any) -> tuple[str, int] | None:
+    """The field (``entries.test_a::k``, ``tests[0].nodeid``) of the first repeated key in
+    document order, and how many times it appears. Iterative: the document may nest as deeply
+    as the parser allowed."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        at, value = stack.pop()
+        if isinstance(value, _Repeated):
+            return (f"{at}.{value.key}" if at else value.key), value.times
+        if isinstance(value, dict):
+            stack.extend((f"{at}.{k}" if at else str(k), v) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((f"{at}[{i}]", v) for i, v in reversed(list(enumerate(value))))
+    return None  # not reached: an object holding a dropped value repeats a key and is in the document
 
 
 def read_json(path: Path, kind: str, error: type[GpuPerfError], *, hint: str = "", limit: int | None = None) -> Any:

@@ -3,7 +3,8 @@
     <root>/<device key>/<module>.json    timing baselines (schema pytest-gpuperf/baselines/1)
     <root>/static/<file>.json            the compile-time tier's budgets (static-budgets/1, /2)
 
-The plugin reads nothing else, so a file at another depth is never used. ``level_problem``
+The plugin reads nothing else, so a file at another depth is never used, nor a temporary file
+a killed writer left beside a file (``files.is_leftover``). ``level_problem``
 recognises the usual slip of passing a device folder, the budgets folder or the project root
 where the baselines folder is expected.
 """
@@ -17,6 +18,7 @@ from typing import Any
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore
 from pytest_gpuperf.store.budgets import BUDGETS_FOLDER
+from pytest_gpuperf.store.files import stored_files
 from pytest_gpuperf.store.jsonio import read_json
 
 DEFAULT_DIR = "baselines"
@@ -69,9 +71,9 @@ def baseline_paths(root: Path) -> tuple[list[Path], list[Path]]:
 def level_problem(root: Path) -> str | None:
     """What is wrong with ``root`` as a baselines folder when it is one level too deep or too
     high, or None. Only files of our stored kinds count, so unrelated JSON misleads nothing."""
-    if any(peek_kind(p) in STORED_KINDS for p in root.glob("*/*.json")):
+    if any(peek_kind(p) in STORED_KINDS for p in stored_files(root, "*/*.json")):
         return None
-    direct = {peek_kind(p) for p in root.glob("*.json")}
+    direct = {peek_kind(p) for p in stored_files(root, "*.json")}
     if "baselines" in direct:
         return (
             f"{root} looks like a device folder (it holds baseline files directly); "
@@ -82,7 +84,7 @@ def level_problem(root: Path) -> str | None:
             f"{root} looks like the compile-time budgets folder ({BUDGETS_FOLDER}/); "
             f"pass its parent, the baselines folder: {root.parent}"
         )
-    below = sorted({p.parent.parent for p in root.glob("*/*/*.json") if peek_kind(p) in STORED_KINDS})
+    below = sorted({p.parent.parent for p in stored_files(root, "*/*/*.json") if peek_kind(p) in STORED_KINDS})
     if below:
         return f"{root} holds no baseline files itself, but {below[0]} does; pass that folder"
     return None
@@ -112,7 +114,7 @@ def load_folder(root: Path) -> dict[str, BaselineFile]:
 def load_device_folder(folder: Path) -> dict[str, BaselineFile]:
     """``'<module>.json'`` -> validated file, for the baseline files directly in one device folder."""
     found: dict[str, BaselineFile] = {}
-    for path in sorted(folder.glob("*.json")):
+    for path in stored_files(folder, "*.json"):
         if peek_kind(path) in (None, "baselines"):
             f = BaselineFile.read(path)
             if f is not None:
@@ -123,4 +125,4 @@ def load_device_folder(folder: Path) -> dict[str, BaselineFile]:
 def is_device_folder(path: Path) -> bool:
     """A folder holding JSON files directly and none a level down (``<root>/<device key>/``);
     its files are then read, and judged, as baseline files."""
-    return path.is_dir() and any(path.glob("*.json")) and not any(path.glob("*/*.json"))
+    return path.is_dir() and bool(stored_files(path, "*.json")) and not stored_files(path, "*/*.json")

@@ -20,7 +20,6 @@ import contextlib
 import gzip
 import json
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.store.baselines import BaselineFile, locked_for_writing
 from pytest_gpuperf.store.budgets import BudgetFile
+from pytest_gpuperf.store.files import temporary_beside
 from pytest_gpuperf.store.jsonio import GZIP_MAGIC, read_json
 from pytest_gpuperf.store.reports import load_report
 from pytest_gpuperf.store.schema_versions import CURRENT, PREFIX, MigrationError, migrate_document, parse_schema
@@ -135,7 +135,7 @@ def _replace(path: Path, data: dict[str, Any], kind: str) -> None:
     text = json.dumps(data, indent=2, allow_nan=False) + "\n"
     packed = path.name.endswith(".gz")
     payload = gzip.compress(text.encode("utf-8"), mtime=0) if packed else text.encode("utf-8")
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.migrate{'.json.gz' if packed else '.json'}")
+    tmp = temporary_beside(path, ".migrate.json.gz" if packed else ".migrate.json")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         os.fchmod(fd, stat.S_IMODE(path.stat().st_mode))

@@ -124,7 +124,7 @@ def test_diff_names_the_corrupt_file_and_field(store: BaselineStore, tmp_path: P
     data["entries"]["test_b::k"]["median_s"] = "fast"
     path.write_text(json.dumps(data))
     code, _, err = run(capsys, "diff", str(store.root), str(store.root))
-    assert code == 1 and f"{path}: field 'entries.test_b::k.median_s' must be a positive number" in err
+    assert code == 1 and f"{path}: field 'entries.test_b::k.median_s' must be a time per launch from 1e-07 s to 1000 s, got 'fast'" in err
 
 
 def test_diff_takes_two_folders_or_git(capsys: pytest.CaptureFixture[str]) -> None:
@@ -164,20 +164,32 @@ def test_prune_from_a_node_id_file_dry_run_then_for_real(store: BaselineStore, t
     ids = tmp_path / "ids.txt"
     ids.write_text("tests/fam/test_perf.py::test_a[x]\n# a comment\n\n3 tests collected\n")
     before = {p: p.read_bytes() for p in store.files()}
+    other = "nvidia-h200-sm90-132sm-140gib/tests.other.test_perf.json"
     code, out, _ = run(capsys, "prune", str(store.root), "--dry-run", "--node-ids", str(ids))
     assert code == 0
-    assert f"would remove {FILE} :: test_b::k" in out
-    assert "would remove nvidia-h200-sm90-132sm-140gib/tests.other.test_perf.json :: test_c::k" in out
-    assert "would remove nvidia-h200-sm90-132sm-140gib/tests.other.test_perf.json (no entries left)" in out
-    assert out.splitlines()[-1] == f"2 stale entries would be removed from 2 file(s) under {store.root} (dry run: nothing changed)"
+    assert out.splitlines() == [
+        f"kept {other}: no test of its module was collected (deleted or renamed, skipped at import, or failing to "
+        "collect); pass --remove-uncollected to remove its 1 entry",
+        f"would remove {FILE} :: test_b::k",
+        f"1 stale entry would be removed from 1 file(s) under {store.root} (dry run: nothing changed)",
+    ]
     assert {p: p.read_bytes() for p in store.files()} == before, "a dry run changes nothing"
 
     code, out, _ = run(capsys, "prune", str(store.root), "--node-ids", str(ids))
-    assert code == 0 and f"removed {FILE} :: test_b::k" in out
+    assert code == 0 and f"removed {FILE} :: test_b::k" in out and f"kept {other}" in out
     kept = BaselineFile.read(store.root / FILE)
     assert kept is not None and set(kept.entries) == {"test_a[x]::fast", "test_a[x]::slow"}
     assert kept.entries["test_a[x]::fast"] == entry(10e-6), "kept entries are untouched"
-    assert not (store.root / "nvidia-h200-sm90-132sm-140gib/tests.other.test_perf.json").exists()
+    assert (store.root / other).exists(), "a file whose module was not collected is kept"
+
+    code, out, _ = run(capsys, "prune", str(store.root), "--node-ids", str(ids), "--remove-uncollected")
+    assert code == 0
+    assert out.splitlines() == [
+        f"removed {other} :: test_c::k",
+        f"removed {other} (no entries left)",
+        f"1 stale entry removed from 1 file(s) under {store.root}",
+    ]
+    assert not (store.root / other).exists()
     assert not list(store.root.rglob("*.tmp"))
 
 
@@ -202,10 +214,18 @@ def test_prune_collects_node_ids_with_pytest(pytester: pytest.Pytester, capsys: 
     code, out, _ = run(capsys, "prune")
     assert code == 0, out
     assert "removed nvidia-h200-sm90-132sm-140gib/test_two.json :: test_gone::v" in out
-    assert "removed nvidia-h200-sm90-132sm-140gib/test_deleted.json :: test_k::v" in out
-    assert out.splitlines()[-1] == "2 stale entries removed from 2 file(s) under baselines"
+    assert "kept nvidia-h200-sm90-132sm-140gib/test_deleted.json: no test of its module was collected" in out
+    assert out.splitlines()[-1] == "1 stale entry removed from 1 file(s) under baselines"
     two = BaselineFile.read(store.root / H200["key"] / "test_two.json")
     assert two is not None and set(two.entries) == {"test_k::v"}
+
+    code, out, _ = run(capsys, "prune", "--remove-uncollected")
+    assert code == 0, out
+    assert out.splitlines() == [
+        "removed nvidia-h200-sm90-132sm-140gib/test_deleted.json :: test_k::v",
+        "removed nvidia-h200-sm90-132sm-140gib/test_deleted.json (no entries left)",
+        "1 stale entry removed from 1 file(s) under baselines",
+    ]
 
 
 def test_prune_refuses_when_collection_fails(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:

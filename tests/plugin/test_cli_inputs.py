@@ -303,12 +303,18 @@ def test_diff_judges_with_the_gate_thresholds(tmp_path: Path, capsys: pytest.Cap
     assert info.value.code == 2 and "expected a number between 0 and 1" in capsys.readouterr().err
 
 
-def test_diff_survives_ratios_past_the_float_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_of_the_extreme_stored_times_and_past_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reader bounds a stored time to [1e-7 s, 1e3 s], so a ratio of two is always finite;
+    1e-300 s against 1e300 s is refused, naming the file and the field."""
     old, new = BaselineStore(tmp_path / "old"), BaselineStore(tmp_path / "new")
-    old.update(H200["key"], MODULE, H200, {"t::k": entry(1e-300)})
+    old.update(H200["key"], MODULE, H200, {"t::k": entry(1.1e-7)})
+    new.update(H200["key"], MODULE, H200, {"t::k": entry(990.0)})
+    code, out, err = run(capsys, "diff", str(old.root), str(new.root))
+    assert (code, err) == (0, "") and "| 110 ns | 990 s | +899999999900.0% | slower |" in out
     new.update(H200["key"], MODULE, H200, {"t::k": entry(1e300)})
     code, out, err = run(capsys, "diff", str(old.root), str(new.root))
-    assert (code, err) == (0, "") and "| +inf% | slower |" in out
+    assert code == 1 and out == ""
+    assert "field 'entries.t::k.median_s' must be a time per launch from 1e-07 s to 1000 s, got 1e+300" in one_error_line(err)
 
 
 # -- prune -----------------------------------------------------------------------------------

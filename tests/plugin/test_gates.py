@@ -160,7 +160,7 @@ def test_corrupt_baseline_is_an_error_naming_file_and_field(pytester: pytest.Pyt
     before = path.read_bytes()
     result = pytester.runpytest("--gpu-perf")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(lit("*baseline file *test_perf.json: field 'entries.test_one::kernel.median_s' must be a positive number*"))
+    result.stdout.fnmatch_lines(lit("*baseline file *test_perf.json: field 'entries.test_one::kernel.median_s' must be a time per launch from 1e-07 s to 1000 s, got 'fast'*"))
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-update-baselines")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(lit("*gpu-perf: baselines * NOT written: baseline file*median_s*"))

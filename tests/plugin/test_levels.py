@@ -100,13 +100,15 @@ def stored_entry(**levels_field: Any) -> dict[str, Any]:
     [
         ({"reference": "reference:copy"}, "'entries.k::v.levels.reference' is 'reference:copy' but the entry's"),
         ({"levels": [{"log_center": 2.0, "log_se": 0.001, "df": 9}]}, "'entries.k::v.levels.levels' must be a list of at least 2"),
-        ({"levels": [{"log_center": 2.0, "log_se": 0.001, "df": 9}, {"log_center": "x"}]}, "'entries.k::v.levels.levels[1]' must be"),
+        ({"levels": [{"log_center": 2.0, "log_se": 0.001, "df": 9}, {"log_center": "x"}]}, "'entries.k::v.levels.levels[1].log_center' must be a number"),
         ({"levels": [{"log_center": 2.2, "log_se": 0.001, "df": 9}, {"log_center": 2.0, "log_se": 0.001, "df": 9}]},
          "'entries.k::v.levels.levels[1]' must be slower than the level before it"),
         ({"levels": [{"log_center": 2.0, "log_se": 0.001, "df": 9}, {"log_center": 800.0, "log_se": 0.001, "df": 9}]},
-         "'entries.k::v.levels.levels[1]' must be an object with a log_center within ±100"),
+         "'entries.k::v.levels.levels[1].log_center' must be a number from -23.03 to 23.03, got 800.0"),
+        ({"levels": [{"log_center": 2.0, "log_se": 0.0, "df": 9}, {"log_center": 2.2, "log_se": 0.001, "df": 9}]},
+         "'entries.k::v.levels.levels[0].log_se' must be a number above 0"),
         ({"levels": [{"log_center": 2.0, "log_se": 0.001, "df": True}, {"log_center": 2.2, "log_se": 0.001, "df": 9}]},
-         "'entries.k::v.levels.levels[0]' must be"),
+         "'entries.k::v.levels.levels[0].df' must be an integer of 1 or more, got True"),
     ],
 )
 def test_a_bad_levels_field_is_one_line_naming_the_field(tmp_path: Path, levels_field: dict[str, Any], message: str) -> None:

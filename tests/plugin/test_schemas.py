@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 import pytest
 
+from pytest_gpuperf.errors import BaselineFileError
+from pytest_gpuperf.store.baselines import BaselineFile
 from pytest_gpuperf.store.schemas import KINDS, load_schema, schema_errors
 
 jsonschema = pytest.importorskip("jsonschema", reason="the test extra installs jsonschema")
@@ -126,9 +128,16 @@ def _fresh_entry() -> dict[str, Any]:
         (lambda d, e: d.update(schema="pytest-gpuperf/baselines/2"), "schema"),
         (lambda d, e: d.pop("device"), "device"),
         (lambda d, e: e.update(calibration={"log_center": 0.1, "log_se": 0.01, "df": 9}), "reference"),
+        (lambda d, e: e.update(median_s=1e300, ci_high_s=1e301), "median_s"),
+        (lambda d, e: e.update(median_s=5e-324, ci_low_s=5e-324), "median_s"),
+        (lambda d, e: e.update(estimate={"log_center": -11.0, "log_se": 0.0, "df": 9}), "log_se"),
+        (lambda d, e: e.update(estimate={"log_center": 690.0, "log_se": 0.01, "df": 9}), "log_center"),
+        (lambda d, e: e.update(calibration={"reference": "reference:copy", "log_center": 0.1, "log_se": 0.0, "df": 9}),
+         "log_se"),
     ],
     ids=["negative-median", "unknown-mode", "confidence-above-1", "no-recorded-at", "fractional-n", "other-version",
-         "no-device", "calibration-without-reference"],
+         "no-device", "calibration-without-reference", "median-1e300", "median-subnormal", "estimate-se-0",
+         "estimate-past-1000-s", "calibration-se-0"],
 )
 def test_the_baselines_schema_refuses_what_the_reader_refuses(change: Callable[[dict[str, Any], dict[str, Any]], Any], where: str) -> None:
     data = copy.deepcopy(_fresh_entry())
@@ -136,6 +145,8 @@ def test_the_baselines_schema_refuses_what_the_reader_refuses(change: Callable[[
     change(data, entry)
     errors = schema_errors(data, "baselines")
     assert errors and any(where in e for e in errors), errors
+    with pytest.raises(BaselineFileError):
+        BaselineFile.validate(Path("m.json"), data)
 
 
 def test_the_budget_schema_keeps_version_1_without_instruction_counts() -> None:
