@@ -168,7 +168,9 @@ def _regression(where: str, reg: Mapping[str, Any], failed: bool) -> Undecided:
     elif s is not None and low is not None and s > limit and low <= limit:
         reasons.append("above the threshold, but the interval reaches below it")
     if reg.get("independent") is False:
-        reasons.append("batches not independent (correlated over more than half a batch, or a level that moved): no gate decides on them")
+        reasons.append(
+            "batches not independent (correlated over more than half a batch, or a level that moved): no gate decides on them"
+        )
     return Undecided(where, what, detail, tuple(reasons) or ("the interval decides nothing",), failed)
 
 
