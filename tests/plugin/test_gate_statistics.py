@@ -20,7 +20,7 @@ from scipy import stats
 from pytest_gpuperf import Verdict
 from tests.plugin.gate_simulation import AA, CATCH, NEVER_PASS, Scenario, rates, scenarios
 
-SEEDS = 300
+SEEDS = 200
 SLOW_SEEDS = 2_000
 CHECKED = [s for s in scenarios() if s.calibrate or s.gate == "speedup"]
 DEFAULT_TIER = {
