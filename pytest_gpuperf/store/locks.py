@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import socket
+import stat
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -104,11 +105,15 @@ def _clear_holder(path: Path, mine: str | None) -> None:
 
 
 def _read_holder(holder: Path) -> str | None:
+    """The holder record's text; None when absent, unreadable or not a regular file (a FIFO
+    planted there must not hang the message about a lock)."""
     try:
-        fd = os.open(holder, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(holder, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return None
     with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
         raw = fh.read(_HOLDER_MAX_CHARS)
     text = "".join(c for c in raw.decode("utf-8", "replace") if c.isprintable()).strip()
     return text or None
