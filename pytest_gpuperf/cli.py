@@ -18,6 +18,7 @@ the file and the field) or a step failed (git, test collection), 2 bad arguments
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -266,11 +267,19 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from pytest_gpuperf.report.export import export
     from pytest_gpuperf.store.files import atomic_write_text
 
+    output = None if args.output in (None, "-") else Path(args.output)
+    if output is not None and (args.output.endswith(("/", os.sep)) or output.is_dir()):
+        raise _Usage(f"-o {args.output} names a folder; give the file to write, e.g. -o {output / 'bench.json'}")
     text = export(load_report(Path(args.file)), args.format)
-    if args.output in (None, "-"):
+    if output is None:
         sys.stdout.write(text)
-    else:
-        atomic_write_text(Path(args.output), text)
+        return 0
+    try:
+        atomic_write_text(output, text)
+    except (FileExistsError, NotADirectoryError):  # a file where a folder of the path should be
+        raise GpuPerfError(f"cannot write {output}: a part of its folder, {output.parent}, is a file") from None
+    except OSError as exc:
+        raise GpuPerfError(f"cannot write {output}: {exc.strerror or exc}") from None
     return 0
 
 
