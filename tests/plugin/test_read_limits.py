@@ -142,7 +142,7 @@ def test_a_fifo_holder_record_is_not_read(tmp_path: Path) -> None:
 
 
 # -- the caps on what is parsed ----------------------------------------------------------------
-def peak_memory_of(*args: str) -> tuple[int, str, int]:
+def peak_memory_of(*args: str, cwd: Path | None = None) -> tuple[int, str, int]:
     """Exit status, error output and peak memory (KiB) of ``gpuperf ARGS`` in a fresh process."""
     code = (
         "import resource, sys\nfrom pytest_gpuperf.cli import main\n"
@@ -150,7 +150,8 @@ def peak_memory_of(*args: str) -> tuple[int, str, int]:
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\nsys.exit(status)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600, env=env)
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600, env=env,
+                          cwd=cwd)
     *lines, peak = done.stderr.strip().splitlines()
     return done.returncode, "\n".join(lines), int(peak)
 
@@ -271,3 +272,20 @@ def test_git_output_past_its_cap_stops_the_command(tmp_path: Path) -> None:
     with pytest.raises(GpuPerfError, match=r"^git cat-file blob HEAD:a\.txt printed more than 9,999 bytes, more than "
                                            r"pytest-gpuperf reads; it was stopped$"):
         run_git(["cat-file", "blob", "HEAD:a.txt"], tmp_path, limit=9_999)
+
+
+def test_diff_git_parses_a_committed_blob_within_the_caps(tmp_path: Path) -> None:
+    """Millions of tiny items under the byte cap, committed as a baseline file: refused before parsing."""
+    store = BaselineStore(tmp_path / "baselines")
+    store.update(H200["key"], "tests/fam/test_perf.py", H200, {"test_a::k": entry()})
+    name = f"baselines/{H200['key']}/tests.fam.test_many.json"
+    (tmp_path / name).write_bytes(b'{"schema": "pytest-gpuperf/baselines/1", "x": [' + b"[]," * 10_000_000 + b"[]]}")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "baselines")
+    git(tmp_path, "commit", "-q", "-m", "baselines")
+    code, err, peak_kib = peak_memory_of("diff", "--git", "HEAD", cwd=tmp_path)
+    assert code == 1
+    assert err == (f"gpuperf: error: baseline file HEAD:{name} holds more than 2,000,000 array elements and object "
+                   "fields, so it was not parsed (a report would need millions of samples to be that large); "
+                   "raise pytest_gpuperf.store.jsonio.MAX_JSON_ITEMS to read it anyway")
+    assert peak_kib < 256 * 1024, f"peak memory {peak_kib} KiB"
