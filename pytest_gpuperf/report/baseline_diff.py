@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pytest_gpuperf import markdown as md
 from pytest_gpuperf.gates.verdict import Bands, Verdict, regression_threshold
 from pytest_gpuperf.options import BY_NAME
-from pytest_gpuperf.report import markdown as md
 from pytest_gpuperf.report.summary import fmt_time
 from pytest_gpuperf.store.baselines import BaselineFile, Entry
 

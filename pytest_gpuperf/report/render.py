@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
+from pytest_gpuperf import markdown as md
 from pytest_gpuperf.records import ComparisonRecord, MeasurementRecord, Record
-from pytest_gpuperf.report import markdown as md
 from pytest_gpuperf.report.summary import _table, fmt_time, summary_rows
 
 

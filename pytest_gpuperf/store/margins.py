@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_gpuperf import markdown as md
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.store.jsonio import finite_number, read_json, shown
 
@@ -487,9 +488,7 @@ MARGIN_COMMIT_NOTE = "* the run recorded no commit: the commit that set the marg
 
 def markdown_table(rows: Sequence[Sequence[str]], code: Sequence[str] = ("gate", "test")) -> str:
     """GitHub-flavoured markdown; the columns named in ``code`` set as code, every value escaped
-    (``report.markdown``): a key or test id from a margins file cannot break out of its cell."""
-    from pytest_gpuperf.report import markdown as md
-
+    (``pytest_gpuperf.markdown``): a key or test id from a margins file cannot break out of its cell."""
     head = rows[0]
     align = ["---:" if h == "margin" else "---" for h in head]
 
@@ -662,8 +661,6 @@ def command(
         problems = margins.problems()
         if markdown:  # a table per architecture, for a README
             tables = [(arch, entry_rows(margins, arch)) for arch in margins.entries]
-            from pytest_gpuperf.report import markdown as md
-
             text = "\n".join(f"**{md.text(arch, inline=True)}**\n\n" + markdown_table(rows) for arch, rows in tables)
             starred = any(r[-1].endswith("*") for _, rows in tables for r in rows)
         else:

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.report.markdown import code, text
+from pytest_gpuperf.markdown import code, text
 from pytest_gpuperf.store.baselines import BaselineStore, Entry
 from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
 
