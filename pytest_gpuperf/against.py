@@ -140,7 +140,16 @@ def resolve(rootdir: Path, rev: str) -> Revision:
             f"{f' ({why_not})' if why_not else ''}. "
             "Give a commit, branch or tag (e.g. origin/main, HEAD~1), or the path of another checkout."
         )
-    return Revision(rev, commit, export(rootdir, commit, rev))
+    try:
+        root = export(rootdir, commit, rev)
+    except GpuPerfUsageError:
+        raise
+    except (OSError, GpuPerfError) as exc:  # the cache folder, its lock, a full disk
+        raise GpuPerfUsageError(
+            f"pytest-gpuperf: --gpu-perf-against {rev}: commit {commit[:12]} cannot be exported: "
+            f"{getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    return Revision(rev, commit, root)
 
 
 _PATH_PREFIXES = ("/", "./", "../", "~")
@@ -180,8 +189,10 @@ def export(rootdir: Path, commit: str, rev: str = "") -> Path:
     with hold(cache / f".{commit}.lock", timeout_s=EXPORT_LOCK_TIMEOUT_S, purpose=f"exporting {commit[:12]}"):
         if (target / COMPLETE).is_file():
             return target
-        for leftover in [*cache.glob(f".{commit}.*.staging"), *([target] if target.exists() else [])]:
-            _remove(leftover)  # a crashed export's staging, or a tree an older version left incomplete
+        for leftover in [p for p in cache.glob(f".*{commit}*") if p.is_dir()]:
+            shutil.rmtree(leftover, ignore_errors=True)  # a crashed export's staging, or a half-removed tree
+        if target.exists():
+            _remove(target)  # left incomplete by an older version, which extracted in place
         staging = Path(tempfile.mkdtemp(prefix=f".{commit}.", suffix=".staging", dir=cache))
         try:
             _extract(rootdir, commit, staging, rev or commit[:12])

@@ -286,3 +286,19 @@ def test_a_folder_named_like_the_revision_is_not_used_silently(
     pytester.runpytest("--gpu-perf", "--gpu-perf-against=./rel", "--gpu-perf-json=report.json").assert_outcomes(passed=1)
     note = json.loads((project / "report.json").read_text())["tests"][0]["measurements"][0]["note"]
     assert "test_perf.py does not exist at ./rel" in note, "written as a path, it is the folder"
+
+
+def test_a_cache_folder_that_cannot_be_used_is_a_usage_error(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared-cache"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("GPU_PERF_CACHE_DIR", str(shared))
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        f"ERROR: pytest-gpuperf: --gpu-perf-against HEAD: commit * cannot be exported: cache folder {shared} is "
+        "writable by others (mode 0777)*"
+    ])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
