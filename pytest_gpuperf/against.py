@@ -22,22 +22,28 @@ name cannot be paired: the result says why, and the stored baseline decides as u
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import importlib
 import inspect
-import io
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
+import threading
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
-from pytest_gpuperf.errors import GpuPerfUsageError
+from pytest_gpuperf.errors import GpuPerfError, GpuPerfUsageError
 from pytest_gpuperf.results import Variant
 from pytest_gpuperf.store.files import private_dir
+from pytest_gpuperf.store.git_output import run_git
+from pytest_gpuperf.store.locks import hold
 
 T = TypeVar("T")
 
@@ -112,34 +118,147 @@ class Revision:
 
 
 def resolve(rootdir: Path, rev: str) -> Revision:
-    """A folder given as REV is used as it is; anything else is resolved by git in ``rootdir``
-    and exported (``git archive``) once into a private cache folder."""
+    """REV is a git revision of ``rootdir`` or a folder (another checkout). A name that is both,
+    such as a folder ``main`` beside a branch ``main``, is refused, as git refuses an argument
+    that is both a revision and a file; a folder written as a path (``./main``) is a folder. A
+    revision is exported once into a private cache folder (``export``)."""
+    if rev.startswith("-"):
+        raise GpuPerfUsageError(f"pytest-gpuperf: --gpu-perf-against {rev!r} is not a git revision or a folder")
     folder = Path(rev).expanduser()
+    commit, why_not = _commit(rootdir, rev)
     if folder.is_dir():
+        if commit and not rev.startswith(_PATH_PREFIXES) and rev not in (".", ".."):
+            raise GpuPerfUsageError(
+                f"pytest-gpuperf: --gpu-perf-against {rev!r} names both a git revision of {rootdir} "
+                f"(commit {commit[:12]}) and the folder {folder.resolve()}; write ./{rev} for the folder, "
+                f"or the commit {commit[:12]} for the revision"
+            )
         return Revision(rev, "", folder.resolve())
-    try:
-        commit = _git(rootdir, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
-    except (OSError, subprocess.CalledProcessError) as exc:
+    if not commit:
         raise GpuPerfUsageError(
-            f"pytest-gpuperf: --gpu-perf-against {rev!r} is neither a folder nor a git revision of {rootdir} ({exc}). "
+            f"pytest-gpuperf: --gpu-perf-against {rev!r} is neither a folder nor a git revision of {rootdir}"
+            f"{f' ({why_not})' if why_not else ''}. "
             "Give a commit, branch or tag (e.g. origin/main, HEAD~1), or the path of another checkout."
+        )
+    try:
+        root = export(rootdir, commit, rev)
+    except GpuPerfUsageError:
+        raise
+    except (OSError, GpuPerfError) as exc:  # the cache folder, its lock, a full disk
+        raise GpuPerfUsageError(
+            f"pytest-gpuperf: --gpu-perf-against {rev}: commit {commit[:12]} cannot be exported: "
+            f"{getattr(exc, 'strerror', None) or exc}"
         ) from None
-    target = private_dir("against") / commit
-    if not (target / ".complete").exists():
-        archive = subprocess.run(
-            ["git", "-C", str(rootdir), "archive", "--format=tar", commit], check=True, capture_output=True, timeout=120
-        ).stdout
-        target.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(target, filter="data")
-        (target / ".complete").write_text(commit + "\n")
-    return Revision(rev, commit, target)
+    return Revision(rev, commit, root)
 
 
-def _git(rootdir: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(rootdir), *args], check=True, capture_output=True, text=True, timeout=60
-    ).stdout
+_PATH_PREFIXES = ("/", "./", "../", "~")
+
+
+def _commit(rootdir: Path, rev: str) -> tuple[str, str]:
+    """The commit ``rev`` names in ``rootdir`` (``git rev-parse --verify REV^{commit}``: a
+    revision only, never a path), or "" and why not."""
+    try:
+        done = run_git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], rootdir, limit=4096, timeout_s=60)
+    except (OSError, GpuPerfError) as exc:
+        return "", str(exc)
+    commit = done.stdout.decode("ascii", "replace").strip()
+    if done.returncode != 0 or not commit:
+        return "", " ".join(done.stderr.split())
+    return commit, ""
+
+
+COMPLETE = ".complete"  # written into a staging folder last, before it is renamed into place
+EXPORT_LOCK_TIMEOUT_S = 900.0
+ARCHIVE_TIMEOUT_S = 300.0
+
+
+def export(rootdir: Path, commit: str, rev: str = "") -> Path:
+    """The tree of ``commit``, extracted once into ``<cache>/against/<commit>``.
+
+    The tree is extracted into a private staging folder beside it and renamed into place once
+    complete, so a run sees the whole tree or none: eight runs exporting one revision at once
+    used to read files that another was still writing. One export per commit runs at a time (a
+    lock); a run that finds the tree in place, or loses the rename to another, uses that tree.
+    A failed export leaves nothing behind.
+    """
+    cache = private_dir("against")
+    target = cache / commit
+    if (target / COMPLETE).is_file():
+        return target
+    with hold(cache / f".{commit}.lock", timeout_s=EXPORT_LOCK_TIMEOUT_S, purpose=f"exporting {commit[:12]}"):
+        if (target / COMPLETE).is_file():
+            return target
+        for leftover in [p for p in cache.glob(f".*{commit}*") if p.is_dir()]:
+            shutil.rmtree(leftover, ignore_errors=True)  # a crashed export's staging, or a half-removed tree
+        if target.exists():
+            _remove(target)  # left incomplete by an older version, which extracted in place
+        staging = Path(tempfile.mkdtemp(prefix=f".{commit}.", suffix=".staging", dir=cache))
+        try:
+            _extract(rootdir, commit, staging, rev or commit[:12])
+            (staging / COMPLETE).write_text(commit + "\n")
+            try:
+                os.rename(staging, target)
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not (target / COMPLETE).is_file():
+                    raise
+        finally:
+            _remove(staging)
+    return target
+
+
+def _remove(path: Path) -> None:
+    """Delete a tree: renamed aside first, so no reader ever sees it half deleted."""
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.removing")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _extract(rootdir: Path, commit: str, dest: Path, label: str) -> None:
+    """``git archive`` of ``commit``, streamed into ``dest`` (never whole in memory). A symbolic
+    link that points outside the tree (to an absolute path, or up past its top) is refused."""
+    problem = ""
+    with tempfile.TemporaryFile() as err:  # a file, not a pipe: git never blocks on its error output
+        proc = subprocess.Popen(
+            ["git", "-C", str(rootdir), "archive", "--format=tar", commit],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+        timer = threading.Timer(ARCHIVE_TIMEOUT_S, proc.kill)
+        timer.start()
+        try:
+            with proc:
+                assert proc.stdout is not None
+                try:
+                    with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+                        tar.extractall(dest, filter="data")
+                except (tarfile.AbsoluteLinkError, tarfile.LinkOutsideDestinationError) as exc:
+                    proc.kill()
+                    member = exc.tarinfo
+                    raise GpuPerfUsageError(
+                        f"pytest-gpuperf: --gpu-perf-against {label}: the tree at commit {commit[:12]} holds the "
+                        f"symbolic link {member.name} -> {member.linkname}, which points outside the tree, so "
+                        "nothing was exported; check the revision out into a folder and pass that folder instead"
+                    ) from None
+                except (tarfile.TarError, OSError) as exc:
+                    problem = str(exc) or type(exc).__name__  # git's own complaint, if any, says more
+                    proc.kill()
+                code = proc.wait()
+        finally:
+            timed_out = not timer.is_alive()
+            timer.cancel()
+        if code != 0 or problem:
+            err.seek(0)
+            said = " ".join(err.read(2000).decode("utf-8", "replace").split())
+            why = f"ran past {ARCHIVE_TIMEOUT_S:g} s" if timed_out else said or problem
+            raise GpuPerfUsageError(
+                f"pytest-gpuperf: --gpu-perf-against {label}: git archive {commit[:12]} failed ({why}); "
+                "nothing was exported"
+            )
 
 
 class VariantCollector:

@@ -18,7 +18,8 @@ the file and the field) or a step failed (git, test collection), 2 bad arguments
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
@@ -75,18 +76,22 @@ def _load_side(path: Path) -> tuple[str, dict[str, BaselineFile]]:
 
 
 def _git(args: Sequence[str], cwd: Path) -> str:
-    try:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
-    except FileNotFoundError:
-        raise GpuPerfError("git is not installed; compare two folders instead: gpuperf diff OLD NEW") from None
-    out, err = (proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
-    if proc.returncode != 0:
-        raise GpuPerfError(f"git {' '.join(args)} failed: {err.strip() or out.strip()}")
+    from pytest_gpuperf.store.git_output import run_git
+
+    if not shutil.which("git"):
+        raise GpuPerfError("git is not installed; compare two folders instead: gpuperf diff OLD NEW")
+    done = run_git(args, cwd)  # what git prints is capped (store.git_output)
+    out = done.stdout.decode("utf-8", "replace")
+    if done.returncode != 0:
+        raise GpuPerfError(f"git {' '.join(args)} failed: {done.stderr.strip() or out.strip()}")
     return out
 
 
 def load_git(rev: str, root: Path) -> dict[str, BaselineFile]:
     """The baseline files under ``root`` as they were at git revision ``rev``."""
+    from pytest_gpuperf.store import jsonio
+    from pytest_gpuperf.store.git_output import blob_size
+
     if rev.startswith("-"):
         raise GpuPerfError(f"{rev!r} is not a git revision")
     here = root if root.is_dir() else Path.cwd()
@@ -107,7 +112,13 @@ def load_git(rev: str, root: Path) -> dict[str, BaselineFile]:
         inner = PurePosixPath(name).relative_to(prefix) if rel != "." else PurePosixPath(name)
         if len(inner.parts) != 2:  # <device>/<module>.json only, as the store lays them out
             continue
-        text = _git(["show", f"{commit}:{name}"], top)
+        size = blob_size(f"{commit}:{name}", top)
+        if size is not None and size > jsonio.MAX_JSON_BYTES:  # refused before any of it is read
+            raise BaselineFileError(
+                f"baseline file {rev}:{name} is {size:,} bytes, larger than the {jsonio.MAX_JSON_BYTES // 2**20} MiB "
+                "pytest-gpuperf reads; it is not a file pytest-gpuperf wrote"
+            )
+        text = _git(["cat-file", "blob", f"{commit}:{name}"], top)
         if other_kind(text) is None:
             found[inner.as_posix()] = BaselineFile.parse(Path(f"{rev}:{name}"), text)
     return found
@@ -270,11 +281,19 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from pytest_gpuperf.report.export import export
     from pytest_gpuperf.store.files import atomic_write_text
 
+    output = None if args.output in (None, "-") else Path(args.output)
+    if output is not None and (args.output.endswith(("/", os.sep)) or output.is_dir()):
+        raise _Usage(f"-o {args.output} names a folder; give the file to write, e.g. -o {output / 'bench.json'}")
     text = export(load_report(Path(args.file)), args.format)
-    if args.output in (None, "-"):
+    if output is None:
         sys.stdout.write(text)
-    else:
-        atomic_write_text(Path(args.output), text)
+        return 0
+    try:
+        atomic_write_text(output, text)
+    except (FileExistsError, NotADirectoryError):  # a file where a folder of the path should be
+        raise GpuPerfError(f"cannot write {output}: a part of its folder, {output.parent}, is a file") from None
+    except OSError as exc:
+        raise GpuPerfError(f"cannot write {output}: {exc.strerror or exc}") from None
     return 0
 
 

@@ -84,7 +84,7 @@ def probe(ordinal: int) -> DeviceInfo | NoDevice:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError without a driver
-        return NoDevice(f"no usable CUDA driver or GPU ({_one_line(exc)})")
+        return NoDevice(_runtime_failure(exc))
     if count == 0:
         return NoDevice("no CUDA GPU is visible (getDeviceCount() == 0)")
     if not 0 <= ordinal < count:
@@ -113,6 +113,48 @@ def probe(ordinal: int) -> DeviceInfo | NoDevice:
         cupy_version=cupy.__version__,
     )
     return info
+
+
+_INSUFFICIENT_DRIVER = 35  # cudaErrorInsufficientDriver
+_NO_DEVICE = 100  # cudaErrorNoDevice
+
+
+def _runtime_failure(exc: BaseException) -> str:
+    """Why CUDA's runtime found no GPU, in words that fit this machine. Without any NVIDIA driver
+    the runtime reports cudaErrorInsufficientDriver, whose text asks for a newer driver: on a
+    machine with no driver (a CPU-only runner with the [gpu] extra installed) that advice is wrong."""
+    status = getattr(exc, "status", None)
+    text = _one_line(exc)
+    if status == _INSUFFICIENT_DRIVER or "cudaErrorInsufficientDriver" in text:
+        if not _driver_installed():
+            return (
+                "no NVIDIA driver or GPU on this machine (libcuda.so.1 is not installed, which CuPy reports as "
+                "cudaErrorInsufficientDriver)"
+            )
+        return (
+            f"the NVIDIA driver is older than the CUDA runtime CuPy {_cupy_version()} needs ({text}); "
+            "upgrade the driver, or install the CuPy package built for the driver's CUDA version"
+        )
+    if status == _NO_DEVICE or "cudaErrorNoDevice" in text:
+        return f"no CUDA GPU is visible ({text}); check CUDA_VISIBLE_DEVICES and that the GPU is attached"
+    return f"no usable CUDA driver or GPU ({text})"
+
+
+def _driver_installed() -> bool:
+    """Whether the NVIDIA driver's CUDA library can be loaded at all."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def _cupy_version() -> str:
+    import cupy
+
+    return str(getattr(cupy, "__version__", "?"))
 
 
 def _cuda_version(v: int) -> str:

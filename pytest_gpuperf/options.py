@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -84,8 +85,8 @@ def _non_negative(text: Any) -> float:
         value = float(text)
     except (TypeError, ValueError):
         raise ValueError("expected a number of seconds, 0 or more") from None
-    if not value >= 0:
-        raise ValueError("expected a number of seconds, 0 or more")
+    if not 0 <= value < math.inf:  # an endless wait for a GPU another process keeps busy hangs the run
+        raise ValueError("expected a finite number of seconds, 0 or more")
     return value
 
 
@@ -132,6 +133,13 @@ def _path(text: Any) -> str:
     value = str(text).strip()
     if not value:
         raise ValueError("expected a path")
+    return value
+
+
+def _file_path(text: Any) -> str:
+    value = _path(text)
+    if value.endswith(("/", os.sep)):
+        raise ValueError(f"expected the path of a file to write, and this one names a folder (e.g. {value}report.json)")
     return value
 
 
@@ -198,7 +206,7 @@ SETTINGS: tuple[Setting, ...] = (
         "auto",
         metavar="N",
     ),
-    Setting("json", "Write the machine-readable JSON report to this path.", _path, None, metavar="PATH"),
+    Setting("json", "Write the machine-readable JSON report to this path.", _file_path, None, metavar="PATH"),
     Setting(
         "tolerance",
         "Slowdown vs the stored baseline that the regression gate is built to catch (0.05 = 5%).",
@@ -337,8 +345,8 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "quiet-wait",
-        "Seconds the whole run may wait for other processes to stop using the GPU before measuring anyway; "
-        "a measurement they share is reported as contended, never judged or stored.",
+        "Seconds (a finite number) the whole run may wait for other processes to stop using the GPU before "
+        "measuring anyway; a measurement they share is reported as contended, never judged or stored.",
         _non_negative,
         60.0,
         metavar="SECONDS",
@@ -410,6 +418,7 @@ def _type_and_default(s: Setting) -> str:
     kinds: dict[Callable[[Any], Any], str] = {
         _bool: "true/false",
         _path: "path",
+        _file_path: "path",
         _positive: "number",
         _non_negative: "seconds",
         _device: "ordinal or auto",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -39,9 +38,12 @@ def worker_index() -> int | None:
 
 
 def gpu_lock_path(ident: str) -> Path:
-    """The lock file of one GPU, in the system's temporary folder so that every process on the
-    host (other users' too) sees the same one."""
-    return Path(tempfile.gettempdir()) / f"pytest-gpuperf-gpu-{ident.replace(':', '_').replace('/', '_')}.lock"
+    """The lock file of one GPU, in the machine-wide lock folder (``store.locks.machine_lock_dir``:
+    ``$GPU_PERF_LOCK_DIR``, else /tmp) so that every process on the host, whatever its user or
+    ``TMPDIR``, sees the same one."""
+    from pytest_gpuperf.store.locks import machine_lock_dir
+
+    return machine_lock_dir() / f"pytest-gpuperf-gpu-{ident.replace(':', '_').replace('/', '_')}.lock"
 
 
 def select_ordinal(device_setting: str, worker: int | None, count: int | None) -> int:
@@ -146,9 +148,9 @@ class GpuPerfSession:
             return
         device = self.device
         ident = (device.uuid or device.pci_bus_id or str(device.ordinal)) if isinstance(device, DeviceInfo) else "none"
-        from pytest_gpuperf.store.locks import hold
+        from pytest_gpuperf.store.locks import hold_machine_wide
 
-        with hold(gpu_lock_path(ident), timeout_s=GPU_LOCK_TIMEOUT_S, purpose=f"timing on GPU {ident}"):
+        with hold_machine_wide(gpu_lock_path(ident), timeout_s=GPU_LOCK_TIMEOUT_S, purpose=f"timing on GPU {ident}"):
             self._gpu_lock_owner = threading.get_ident()
             try:
                 yield

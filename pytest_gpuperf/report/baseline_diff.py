@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pytest_gpuperf import markdown as md
 from pytest_gpuperf.gates.verdict import Bands, Verdict, regression_threshold
 from pytest_gpuperf.options import BY_NAME
 from pytest_gpuperf.report.summary import fmt_time
@@ -93,12 +94,9 @@ def device_changes(
                 seen = found.setdefault(label, [])
                 if change not in seen:
                     seen.append(change)
-    return [f"`{label}`: " + ", ".join(changes) for label, changes in sorted(found.items())]
-
-
-def _md(text: str) -> str:
-    """A table cell: pipes escaped, no line breaks."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return [
+        f"{md.code(label)}: " + md.text(", ".join(changes), inline=True) for label, changes in sorted(found.items())
+    ]
 
 
 def format_diff(
@@ -126,7 +124,7 @@ def format_diff(
     for r, status in shown:
         delta = f"{100 * r.delta:+.1f}%" if r.delta is not None else "-"
         out.append(
-            f"| {_md(r.file)} | {_md(r.key)} | {fmt_time(r.old.median_s if r.old else None)} | "
+            f"| {md.text(r.file, inline=True)} | {md.text(r.key, inline=True)} | {fmt_time(r.old.median_s if r.old else None)} | "
             f"{fmt_time(r.new.median_s if r.new else None)} | {delta} | {status} |"
         )
     if not show_all and counts.get("identical"):

@@ -5,17 +5,13 @@ The input is what ``store.reports.load_report`` returns, so every field read her
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
+from pytest_gpuperf import markdown as md
 from pytest_gpuperf.records import ComparisonRecord, MeasurementRecord, Record
 from pytest_gpuperf.report.summary import _table, fmt_time, summary_rows
 from pytest_gpuperf.report.undecided import OPTION, blind_lines, groups, undecided, workflow_commands
-
-
-def _md(text: str) -> str:
-    """A table cell: pipes escaped, no line breaks."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def report_records(data: Mapping[str, Any]) -> list[Record]:
@@ -66,8 +62,11 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
         for f in t.get("figures", [])
     ]
     failed = [t["nodeid"] for t in data["tests"] if t.get("outcome") in ("failed", "error")]
+    quote: Callable[[str], str] = (lambda value: md.text(value, inline=True)) if markdown else str
+    span: Callable[[str], str] = md.code if markdown else "`{}`".format
     devices = [
-        f"{d.get('name', '?')} (`{key}`), driver {d.get('driver_version') or '?'}, CUDA {d.get('cuda_runtime_version') or '?'}"
+        f"{quote(str(d.get('name', '?')))} ({span(key)}), "
+        f"driver {quote(str(d.get('driver_version') or '?'))}, CUDA {quote(str(d.get('cuda_runtime_version') or '?'))}"
         for key, d in sorted(data.get("devices", {}).items())
         if isinstance(d, dict)
     ]
@@ -80,8 +79,8 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
         if not markdown:
             return [_table(body)]
         align = ["---:" if i in set(right) else "---" for i in range(len(body[0]))]
-        lines = ["| " + " | ".join(_md(c) for c in body[0]) + " |", "| " + " | ".join(align) + " |"]
-        lines += ["| " + " | ".join(_md(c) for c in r) + " |" for r in body[1:]]
+        lines = ["| " + " | ".join(md.text(c, inline=True) for c in body[0]) + " |", "| " + " | ".join(align) + " |"]
+        lines += ["| " + " | ".join(md.text(c, inline=True) for c in r) + " |" for r in body[1:]]
         return lines
 
     def heading(text: str) -> str:
@@ -89,21 +88,23 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
 
     out = ["## gpu-perf report" if markdown else "gpu-perf report"]
     out.append(
-        f"Created {data.get('created', '?')}" + (f" on {'; '.join(devices)}" if devices else " (no GPU measured)") + "."
+        f"Created {quote(str(data.get('created', '?')))}"
+        + (f" on {'; '.join(devices)}" if devices else " (no GPU measured)")
+        + "."
     )
     if verdicts:
         ordered = sorted(verdicts.items(), key=lambda kv: (min(_URGENCY.get(w, 2) for w in kv[0].split()), kv[0]))
         out.append(
             "Verdicts: "
-            + ", ".join(f"{n} {k}" for k, n in (ordered if failures_first else sorted(verdicts.items())))
+            + ", ".join(f"{n} {quote(k)}" for k, n in (ordered if failures_first else sorted(verdicts.items())))
             + "."
         )
     if failed:
         out += ["", heading(f"Failed tests ({len(failed)})")]
-        out += [f"- `{n}`" if markdown else f"  {n}" for n in failed]
+        out += [f"- {md.code(n)}" if markdown else f"  {n}" for n in failed]
     for title, group in inconclusive:  # before the table, so a comment cut to its size keeps them
         out += ["", heading(title.replace(OPTION + "=fail", f"`{OPTION}=fail`") if markdown else title)]
-        out += [f"- `{e.where}`: {_md(e.text)}" if markdown else f"  {e.line}" for e in group]
+        out += [f"- {md.code(e.where)}: {md.text(e.text, inline=True)}" if markdown else f"  {e.line}" for e in group]
     out.append("")
     out += table(rows, right=(2,)) if len(rows) > 1 else ["No GPU measurements in this report."]
     if figures:
@@ -119,9 +120,9 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
         out += ["", heading(f"Baselines updated ({len(changes)} entries)")] + table(body, right=(1, 2, 3))
     if blind := blind_lines(records):
         out += ["", heading("Regression checks blind to their tolerance")]
-        out += [f"- {_md(line)}" if markdown else f"  {line}" for line in blind]
+        out += [f"- {md.text(line)}" if markdown else f"  {line}" for line in blind]
     if notes:
-        out += ["", heading("Notes")] + [f"- {_md(n)}" if markdown else f"  {n}" for n in notes]
+        out += ["", heading("Notes")] + [f"- {md.text(n)}" if markdown else f"  {n}" for n in notes]
     return "\n".join(out) + "\n"
 
 

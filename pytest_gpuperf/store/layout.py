@@ -11,7 +11,6 @@ where the baselines folder is expected.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore
 from pytest_gpuperf.store.budgets import BUDGETS_FOLDER
 from pytest_gpuperf.store.files import stored_files
-from pytest_gpuperf.store.jsonio import read_json
+from pytest_gpuperf.store.jsonio import parse_text, read_json
 
 DEFAULT_DIR = "baselines"
 STORED_KINDS = ("baselines", "static-budgets")  # the kinds kept under a baselines folder
@@ -42,9 +41,9 @@ def other_kind(text: str) -> str | None:
     """The schema of another pytest-gpuperf file kind kept beside the baselines (the
     compile-time tier's budgets), or None for a timing baseline file, valid or not, which the
     store's reader then judges."""
-    try:
-        schema = schema_of(json.loads(text))
-    except (ValueError, RecursionError):
+    try:  # within the reader's caps: the text may be a git blob no one has checked
+        schema = schema_of(parse_text(text, Path("-"), "file", GpuPerfError))
+    except GpuPerfError:
         return None
     kind = kind_of(schema)
     return schema if kind is not None and kind != "baselines" else None

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_gpuperf import markdown as md
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.store.jsonio import finite_number, read_json, shown
 
@@ -486,15 +487,15 @@ MARGIN_COMMIT_NOTE = "* the run recorded no commit: the commit that set the marg
 
 
 def markdown_table(rows: Sequence[Sequence[str]], code: Sequence[str] = ("gate", "test")) -> str:
-    """GitHub-flavoured markdown; the columns named in ``code`` set in backticks."""
+    """GitHub-flavoured markdown; the columns named in ``code`` set as code, every value escaped
+    (``pytest_gpuperf.markdown``): a key or test id from a margins file cannot break out of its cell."""
     head = rows[0]
     align = ["---:" if h == "margin" else "---" for h in head]
 
     def cell(text: str, column: str) -> str:
-        text = text.replace("|", "\\|")
-        return f"`{text}`" if column in code and text != "-" else text
+        return md.code(text, cell=True) if column in code and text != "-" else md.text(text, inline=True)
 
-    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    lines = ["| " + " | ".join(md.text(h, inline=True) for h in head) + " |", "| " + " | ".join(align) + " |"]
     lines += ["| " + " | ".join(cell(c, h) for c, h in zip(r, head, strict=True)) + " |" for r in rows[1:]]
     return "\n".join(lines) + "\n"
 
@@ -660,7 +661,7 @@ def command(
         problems = margins.problems()
         if markdown:  # a table per architecture, for a README
             tables = [(arch, entry_rows(margins, arch)) for arch in margins.entries]
-            text = "\n".join(f"**{arch}**\n\n" + markdown_table(rows) for arch, rows in tables)
+            text = "\n".join(f"**{md.text(arch, inline=True)}**\n\n" + markdown_table(rows) for arch, rows in tables)
             starred = any(r[-1].endswith("*") for _, rows in tables for r in rows)
         else:
             rows = entry_rows(margins)

@@ -30,7 +30,7 @@ from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf.store.baselines import BaselineFile, locked_for_writing
 from pytest_gpuperf.store.budgets import BudgetFile
 from pytest_gpuperf.store.files import temporary_beside
-from pytest_gpuperf.store.jsonio import GZIP_MAGIC, read_json
+from pytest_gpuperf.store.jsonio import GZIP_MAGIC, open_regular, read_json
 from pytest_gpuperf.store.reports import load_report
 from pytest_gpuperf.store.schema_versions import CURRENT, PREFIX, MigrationError, migrate_document, parse_schema
 
@@ -119,7 +119,7 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _peek_kind(path: Path) -> str | None:
-    with open(path, "rb") as fh:
+    with open_regular(path, "file", MigrationError) as fh:
         head = fh.read(4096)
     if head[:2] == GZIP_MAGIC:
         return "report"

@@ -25,6 +25,10 @@ class ReportFileError(GpuPerfError):
 
 
 KIND = "report file"
+# Tests plus their measurements, comparisons, figures and counter results. The biggest report
+# the project keeps holds 208 tests and 275 measurements; a file past this is refused before
+# its fields are checked one by one, which would take minutes (jsonio caps the parse itself).
+MAX_REPORT_RESULTS = 100_000
 
 
 def load_report(path: Path) -> dict[str, Any]:
@@ -78,6 +82,7 @@ class _Checker:
 
     def __init__(self, path: Path):
         self.path = path
+        self.results = 0
 
     def fail(self, where: str, what: str, value: Any) -> ReportFileError:
         return ReportFileError(f"report file {self.path}: field {where!r} must be {what}, got {shown(value)}")
@@ -133,8 +138,20 @@ class _Checker:
             self.number(ch, "new_median_s", f"{at}.new_median_s")
             self.number(ch, "old_median_s", f"{at}.old_median_s", optional=True)
 
+    def count(self, t: dict[str, Any], at: str) -> None:
+        """Raise once the tests and their results so far pass ``MAX_REPORT_RESULTS``."""
+        parts = (t.get(k) for k in ("measurements", "comparisons", "figures", "counters"))
+        self.results += 1 + sum(len(p) for p in parts if isinstance(p, list))
+        if self.results > MAX_REPORT_RESULTS:
+            raise ReportFileError(
+                f"report file {self.path}: more than {MAX_REPORT_RESULTS:,} tests and results by {at}, more than "
+                "pytest-gpuperf reads; split the run into several reports "
+                "(or raise pytest_gpuperf.store.reports.MAX_REPORT_RESULTS)"
+            )
+
     def test(self, t: Any, at: str) -> None:
         self.obj(t, at)
+        self.count(t, at)
         self.text(t.get("nodeid"), f"{at}.nodeid")
         self.text(t.get("outcome"), f"{at}.outcome", optional=True)
         for j, m in enumerate(self.seq(t.get("measurements", []), f"{at}.measurements")):

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 
 # Bottom to top; a top-level module or folder of pytest_gpuperf per name.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "device", "records", "version", "gates", "numerics"}),
+    frozenset({"errors", "device", "records", "version", "gates", "numerics", "markdown"}),
     frozenset({"arch", "store"}),
     frozenset({"options"}),
     frozenset({"results", "strategies"}),

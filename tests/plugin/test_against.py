@@ -5,7 +5,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -143,3 +143,162 @@ def test_both_revisions_time_on_the_buffers_the_test_shares(
     (tmp_path / "seen.txt").unlink()
     pytester.runpytest("--gpu-perf").assert_outcomes(passed=1)
     assert seen(tmp_path) == {"made-by-head", "head-on-head"}
+
+
+# -- exporting a revision ---------------------------------------------------------------------
+def small_repo(root: Path, files: int = 60) -> dict[str, bytes]:
+    """A git repository of ``files`` files of a few KB each, committed; returns their contents."""
+    root.mkdir()
+    git(root, "init", "-q")
+    contents: dict[str, bytes] = {}
+    for i in range(files):
+        name = f"pkg{i % 4}/module_{i}.py"
+        contents[name] = (f"# file {i}\n" + f"VALUE_{i} = {i}\n" * (200 + i)).encode()
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_bytes(contents[name])
+    git(root, "add", ".")
+    git(root, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "tree")
+    return contents
+
+
+def _export_and_read(root: str, start: Any) -> dict[str, bytes]:
+    """In a process of its own: wait for the others, resolve HEAD, then read the whole tree at once."""
+    from pytest_gpuperf.against import resolve
+
+    start.wait(timeout=120)
+    tree = resolve(Path(root), "HEAD").root
+    return {p.relative_to(tree).as_posix(): p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+
+
+def test_concurrent_exports_of_one_revision_each_see_the_whole_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight processes export one revision into one cache at once: every one reads every file
+    whole (they used to read files another process was still writing), and no staging is left."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    contents = small_repo(tmp_path / "repo")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    processes = 8
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        start = manager.Barrier(processes)
+        with ProcessPoolExecutor(processes, mp_context=context) as pool:
+            trees = list(pool.map(_export_and_read, [str(tmp_path / "repo")] * processes, [start] * processes, timeout=600))
+    for tree in trees:
+        tree.pop(".complete")
+        assert tree == contents
+    cache = tmp_path / "cache" / "pytest-gpuperf" / "against"
+    assert [p.name for p in cache.iterdir() if not p.name.endswith((".lock", ".holder"))] == [
+        subprocess.run(["git", "-C", str(tmp_path / "repo"), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    ], "one tree in place, no staging folder left"
+
+
+def test_a_failed_export_leaves_nothing_and_the_next_one_succeeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpuperf import against
+
+    tarfile = against.tarfile  # the module the export uses (pytester's runs may re-import others)
+    contents = small_repo(tmp_path / "repo", files=8)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    real = tarfile.TarFile.extractall
+    written: list[Path] = []
+
+    def crash_midway(self: tarfile.TarFile, path: Any, *args: Any, **kwargs: Any) -> None:
+        for member in self:
+            if member.isfile():
+                self.extract(member, path, filter="data")
+                written.append(Path(path) / member.name)
+                if len(written) == 3:
+                    raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", crash_midway)
+    with pytest.raises(against.GpuPerfUsageError, match=r"git archive \w{12} failed \(.*No space left on device\); nothing was exported"):
+        against.resolve(tmp_path / "repo", "HEAD")
+    assert len(written) == 3
+    cache = tmp_path / "cache" / "pytest-gpuperf" / "against"
+    assert not [p for p in cache.iterdir() if not p.name.endswith((".lock", ".holder"))], "nothing half-exported is left"
+    monkeypatch.setattr(tarfile.TarFile, "extractall", real)
+    tree = against.resolve(tmp_path / "repo", "HEAD").root
+    assert {p.relative_to(tree).as_posix(): p.read_bytes() for p in tree.rglob("*.py")} == contents
+
+
+def test_an_export_that_loses_the_rename_uses_the_tree_already_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpuperf import against
+
+    small_repo(tmp_path / "repo", files=4)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    commit = subprocess.run(["git", "-C", str(tmp_path / "repo"), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    real = against._extract
+
+    def another_wins(rootdir: Path, commit: str, dest: Path, label: str) -> None:
+        real(rootdir, commit, dest, label)
+        winner = dest.parent / commit  # placed meanwhile by a process that took no lock
+        real(rootdir, commit, winner, label)
+        (winner / "winner").write_text("")
+        (winner / against.COMPLETE).write_text(commit + "\n")
+
+    monkeypatch.setattr(against, "_extract", another_wins)
+    tree = against.resolve(tmp_path / "repo", "HEAD").root
+    assert tree.name == commit and (tree / "winner").exists()
+    assert sorted(p.name for p in tree.parent.iterdir() if not p.name.endswith((".lock", ".holder"))) == [commit]
+
+
+@pytest.mark.parametrize("target", ["/etc/hostname", "../../outside"], ids=["absolute", "up-past-the-top"])
+def test_a_link_out_of_the_revision_tree_is_refused_and_nothing_exported(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], project: Path, tmp_path: Path, target: str
+) -> None:
+    (project / "mylib" / "inside").symlink_to("version.py")  # a link within the tree is exported
+    (project / "mylib" / "outside").symlink_to(target)
+    git(project, "add", "mylib")
+    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "links")
+    for _ in range(2):  # the same line again: nothing half-exported stands in the way
+        result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([
+            f"ERROR: pytest-gpuperf: --gpu-perf-against HEAD: the tree at commit * holds the symbolic link "
+            f"mylib/outside -> {target}, which points outside the tree, so nothing was exported; "
+            "check the revision out into a folder and pass that folder instead"
+        ])
+        assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    cache = tmp_path / "cache" / "pytest-gpuperf" / "against"
+    assert not [p for p in cache.iterdir() if not p.name.endswith((".lock", ".holder"))]
+    (project / "mylib" / "outside").unlink()
+    git(project, "rm", "-q", "--cached", "mylib/outside")
+    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "inside only")
+    fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
+    pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD").assert_outcomes(passed=1)
+
+
+def test_a_folder_named_like_the_revision_is_not_used_silently(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], project: Path, tmp_path: Path
+) -> None:
+    git(project, "branch", "rel")
+    (project / "rel").mkdir()
+    commit = subprocess.run(["git", "-C", str(project), "rev-parse", "rel"], capture_output=True, text=True).stdout.strip()
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=rel")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        f"ERROR: pytest-gpuperf: --gpu-perf-against 'rel' names both a git revision of {project} (commit {commit[:12]}) "
+        f"and the folder {project / 'rel'}; write ./rel for the folder, or the commit {commit[:12]} for the revision"
+    ])
+    fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
+    pytester.runpytest("--gpu-perf", f"--gpu-perf-against={commit[:12]}").assert_outcomes(passed=1)
+    assert seen(tmp_path) == {"head", "rev"}, "the revision, not the empty folder"
+    pytester.runpytest("--gpu-perf", "--gpu-perf-against=./rel", "--gpu-perf-json=report.json").assert_outcomes(passed=1)
+    note = json.loads((project / "report.json").read_text())["tests"][0]["measurements"][0]["note"]
+    assert "test_perf.py does not exist at ./rel" in note, "written as a path, it is the folder"
+
+
+def test_a_cache_folder_that_cannot_be_used_is_a_usage_error(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared-cache"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("GPU_PERF_CACHE_DIR", str(shared))
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        f"ERROR: pytest-gpuperf: --gpu-perf-against HEAD: commit * cannot be exported: cache folder {shared} is "
+        "writable by others (mode 0777)*"
+    ])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

@@ -139,3 +139,24 @@ def test_a_long_report_is_cut_after_a_whole_line(report: Path, capsys: pytest.Ca
     assert "at least 200" in capsys.readouterr().err
 
 
+
+
+@pytest.mark.parametrize("output", ["folder", "folder/", "new-folder/"])
+def test_an_output_that_names_a_folder_is_one_usage_line(report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, output: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(SystemExit) as exc:
+        main(["export", "--format", "github-action-benchmark", str(report), "-o", output])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        f"gpuperf: error: -o {output} names a folder; give the file to write, e.g. -o {output.rstrip('/')}/bench.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"] and not any((tmp_path / "folder").iterdir())
+
+
+def test_an_output_inside_a_file_is_one_error_line(report: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "bench.json"
+    assert main(["export", "--format", "github-action-benchmark", str(report), "-o", str(out)]) == 1
+    assert capsys.readouterr().err == f"gpuperf: error: cannot write {out}: a part of its folder, {out.parent}, is a file\n"

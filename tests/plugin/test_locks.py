@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 from filelock import FileLock
@@ -183,11 +183,9 @@ def test_update_through_a_symlinked_device_folder_fails_the_run(
 def test_a_busy_gpu_lock_times_out_naming_its_holder(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_elsewhere
 ) -> None:
-    import tempfile
-
     from pytest_gpuperf import session
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a lock of this test's own
+    monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))  # a lock of this test's own
     monkeypatch.setattr(session, "GPU_LOCK_TIMEOUT_S", 0.5)
     lock = session.gpu_lock_path("0000:00:00.0")
     proc = held_elsewhere(lock)
@@ -203,11 +201,9 @@ def test_a_busy_gpu_lock_times_out_naming_its_holder(
 def test_a_symlinked_gpu_lock_is_refused(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tempfile
-
     from pytest_gpuperf import session
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
     target = tmp_path / "notes.txt"
     target.write_text(PRECIOUS)
     session.gpu_lock_path("0000:00:00.0").symlink_to(target)
@@ -221,14 +217,13 @@ def test_a_symlinked_gpu_lock_is_refused(
 def test_the_gpu_lock_re_enters_in_its_thread_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A measurement inside a test that holds a shared GPU goes through; another thread of the same
     process waits for the GPU like another process, and the lock is free again afterwards."""
-    import tempfile
     import threading
     import time
 
     from pytest_gpuperf.session import GpuPerfSession, gpu_lock_path
     from pytest_gpuperf.testing import fake_device
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
     session = GpuPerfSession(None, None, _device=fake_device((9, 0)))  # type: ignore[arg-type]
     entered: list[float] = []
 
@@ -249,3 +244,128 @@ def test_the_gpu_lock_re_enters_in_its_thread_only(tmp_path: Path, monkeypatch: 
     outside = FileLock(str(gpu_lock_path("0000:00:00.0")), timeout=1)
     outside.acquire()  # free: neither thread still holds it, whatever order they left in
     outside.release()
+
+
+# -- the machine-wide GPU lock ------------------------------------------------------------------
+def fresh_session() -> Any:
+    from pytest_gpuperf.session import GpuPerfSession
+    from pytest_gpuperf.testing import fake_device
+
+    return GpuPerfSession(None, None, _device=fake_device((9, 0)))  # type: ignore[arg-type]
+
+
+def test_the_gpu_lock_lies_in_one_folder_whatever_the_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    from pytest_gpuperf.session import gpu_lock_path
+
+    monkeypatch.delenv("GPU_PERF_LOCK_DIR", raising=False)
+    for job_tmp in ("a", "b"):  # two jobs of one runner, each with its own TMPDIR
+        (tmp_path / job_tmp).mkdir()
+        monkeypatch.setenv("TMPDIR", str(tmp_path / job_tmp))
+        monkeypatch.setattr(tempfile, "tempdir", None)
+        assert gpu_lock_path("GPU-1") == Path("/tmp/pytest-gpuperf-gpu-GPU-1.lock")
+    monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
+    assert gpu_lock_path("GPU-1") == tmp_path / "pytest-gpuperf-gpu-GPU-1.lock"
+    docs = (REPO_ROOT / "docs" / "runners.md").read_text()
+    assert "GPU_PERF_LOCK_DIR" in docs and "/tmp/pytest-gpuperf-gpu-" in docs
+
+
+def test_the_gpu_lock_file_is_created_for_every_user_whatever_the_umask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpuperf.session import gpu_lock_path
+
+    monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
+    before = os.umask(0o077)
+    try:
+        with fresh_session().gpu_lock():
+            pass
+    finally:
+        os.umask(before)
+    assert gpu_lock_path("0000:00:00.0").stat().st_mode & 0o777 == 0o666
+
+
+def test_an_existing_gpu_lock_file_is_opened_read_only_and_without_o_creat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a sticky folder Linux refuses O_CREAT on another user's file (fs.protected_regular), and
+    a file an older version made 0644 cannot be opened for writing by anyone else."""
+    from pytest_gpuperf.session import gpu_lock_path
+
+    monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
+    lock = gpu_lock_path("0000:00:00.0")
+    lock.write_text("")
+    lock.chmod(0o444)
+    flags: list[int] = []
+    real_open = os.open
+
+    def spy(path: Any, f: int, *args: Any, **kwargs: Any) -> int:
+        if str(path) == str(lock):
+            flags.append(f)
+        return real_open(path, f, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", spy)
+    with fresh_session().gpu_lock():
+        pass
+    assert flags and all(f & (os.O_CREAT | os.O_WRONLY | os.O_RDWR | os.O_TRUNC) == 0 for f in flags)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to act as a second user")
+def test_a_second_user_shares_the_gpu_lock_the_first_created(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root creates the lock in a sticky, world-writable folder; user 'nobody' then takes it, and
+    waits for it while root holds it."""
+    import fcntl  # noqa: F401  (loaded before the fork: the second user cannot read the interpreter's files)
+    import shutil
+    import tempfile
+
+    from pytest_gpuperf import session
+
+    shared = Path(tempfile.mkdtemp(dir="/tmp"))
+    shared.chmod(0o1777)
+    monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(shared))
+    monkeypatch.setattr(session, "GPU_LOCK_TIMEOUT_S", 0.5)
+
+    def as_nobody() -> str:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: a second user's process
+            os.close(read)
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                with fresh_session().gpu_lock():
+                    answer = "took it"
+            except Exception as exc:
+                answer = f"{type(exc).__name__}: {exc}"
+            os.write(write, answer.encode()[:4000])
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as fh:
+            answer = fh.read().decode()
+        os.waitpid(pid, 0)
+        return answer
+
+    try:
+        with fresh_session().gpu_lock():
+            pass  # root creates the lock file
+        assert as_nobody() == "took it"
+        with fresh_session().gpu_lock():
+            assert as_nobody().startswith("LockTimeoutError: gave up after 0.5 s waiting for the lock")
+    finally:
+        shutil.rmtree(shared)
+
+
+def test_a_gpu_lock_that_is_a_fifo_or_in_a_folder_anyone_may_swap_is_refused(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpuperf.session import gpu_lock_path
+
+    monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
+    os.mkfifo(gpu_lock_path("0000:00:00.0"))
+    with pytest.raises(UnsafePathError, match=r"pytest-gpuperf-gpu-0000_00_00\.0\.lock \(timing on GPU 0000:00:00\.0\) "
+                                              r"is not a regular file \(mode prw.*\); remove it"):
+        with fresh_session().gpu_lock():
+            pass
+    open_folder = tmp_path / "open"
+    open_folder.mkdir()
+    open_folder.chmod(0o777)
+    monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(open_folder))
+    with pytest.raises(UnsafePathError, match=r"writable by every user but lacks the sticky bit.*chmod \+t"):
+        with fresh_session().gpu_lock():
+            pass

@@ -1,7 +1,10 @@
 """Arch markers, GPU skips and the --gpu-perf switch, on fake devices."""
 from __future__ import annotations
 
-from typing import Callable
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -181,3 +184,81 @@ def test_gpu_perf_for_sets_a_band_on_the_gpus_it_names(pytester: pytest.Pytester
     fake_gpu(times={"k": 11e-6}, spread=0.002, FAKE_NAME="Other GPU")  # another folder: no baseline, no band change
     folder.rename(folder.with_name(folder.name.replace("fake-gpu", "other-gpu")))
     pytester.runpytest("--gpu-perf").assert_outcomes(passed=1)
+
+
+FAKE_CUPY = """
+__version__ = "13.3.0"
+
+
+class CUDARuntimeError(RuntimeError):
+    def __init__(self, status):
+        self.status = status
+        names = {35: "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version",
+                 100: "cudaErrorNoDevice: no CUDA-capable device is detected"}
+        super().__init__(names[status])
+
+
+class _Runtime:
+    @staticmethod
+    def getDeviceCount():
+        raise CUDARuntimeError(int(__import__("os").environ["FAKE_CUDA_STATUS"]))
+
+
+class cuda:
+    runtime = _Runtime
+"""
+
+
+@pytest.mark.parametrize(
+    ("driver", "status", "reason"),
+    [
+        (False, 35, "no NVIDIA driver or GPU on this machine (libcuda.so.1 is not installed, which CuPy reports as "
+                    "cudaErrorInsufficientDriver)"),
+        (True, 35, "the NVIDIA driver is older than the CUDA runtime CuPy 13.3.0 needs (cudaErrorInsufficientDriver: "
+                   "CUDA driver version is insufficient for CUDA runtime version); upgrade the driver, or install "
+                   "the CuPy package built for the driver's CUDA version"),
+        (True, 100, "no CUDA GPU is visible (cudaErrorNoDevice: no CUDA-capable device is detected); check "
+                    "CUDA_VISIBLE_DEVICES and that the GPU is attached"),
+    ],
+    ids=["no-driver", "old-driver", "no-device"],
+)
+def test_cupy_without_a_usable_gpu_says_what_this_machine_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver: bool, status: int, reason: str
+) -> None:
+    """The [gpu] extra on a machine without a driver: CUDA's own text asks for a driver upgrade."""
+    import ctypes
+
+    from pytest_gpuperf import device
+
+    (tmp_path / "cupy.py").write_text(FAKE_CUPY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.setenv("FAKE_CUDA_STATUS", str(status))
+    real_cdll = ctypes.CDLL
+
+    def cdll(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name != "libcuda.so.1":
+            return real_cdll(name, *args, **kwargs)
+        if not driver:
+            raise OSError("libcuda.so.1: cannot open shared object file: No such file or directory")
+        return object()
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    found = device.probe(0)
+    assert isinstance(found, device.NoDevice) and found.reason == reason
+
+
+def test_the_header_and_skips_of_a_machine_without_a_driver(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    if Path("/proc/driver/nvidia/version").exists():
+        pytest.skip("this machine has an NVIDIA driver")
+    pytester.makepyfile(cupy=FAKE_CUPY, test_gpu="def test_on_gpu(gpu):\n    pass\n\ndef test_cpu():\n    pass\n")
+    monkeypatch.setenv("FAKE_CUDA_STATUS", "35")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])))
+    result = pytester.runpytest_subprocess("-rs", "-p", "no:cacheprovider", "--gpu-perf", "test_gpu.py")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "gpu-perf: on, but no GPU: no NVIDIA driver or GPU on this machine (libcuda.so.1 is not installed, *); "
+        "GPU and perf tests will be skipped",
+        "SKIPPED * gpu-perf: no GPU: no NVIDIA driver or GPU on this machine *",
+    ])
+    assert "upgrade" not in result.stdout.str() and "driver version is insufficient" not in result.stdout.str()

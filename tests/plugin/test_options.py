@@ -159,3 +159,47 @@ def test_every_switch_has_an_off_form(pytester: pytest.Pytester) -> None:
         if s.flag_only:
             result.stdout.re_match_lines([rf"^\s+{s.no_flag}(\s|$)"])
     assert "--gpu-perf=0" not in result.stdout.str(), "the value spellings stay out of --help"
+
+
+@pytest.mark.parametrize(("where", "value"), [("cli", "inf"), ("env", "Infinity"), ("ini", "inf"), ("cli", "nan")])
+def test_an_endless_quiet_wait_is_refused_before_anything_waits(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatch: pytest.MonkeyPatch, value: str, where: str
+) -> None:
+    """With another process on the GPU for good, an infinite wait hung the run."""
+    fake_gpu(times={"k": 10e-6}, FAKE_OTHERS='[{"pid": 4242, "name": "other", "sm_percent": 50, "until_s": 1e9}]')
+    pytester.makepyfile("from pytest_gpuperf import Variant\n\ndef test_k(gpu_perf):\n"
+                        "    gpu_perf.measure(Variant('k', lambda: None))\n")
+    args = ["--gpu-perf"]
+    if where == "cli":
+        args.append(f"--gpu-perf-quiet-wait={value}")
+    elif where == "env":
+        monkeypatch.setenv("GPU_PERF_QUIET_WAIT", value)
+    else:
+        pytester.makeini(f"[pytest]\naddopts = -p no:cacheprovider\ngpu_perf_quiet_wait = {value}\n")
+    result = pytester.runpytest_subprocess(*args, timeout=120)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        f"ERROR: pytest-gpuperf: invalid value '{value}' for gpu_perf_quiet_wait from *: "
+        "expected a finite number of seconds, 0 or more"
+    ])
+
+
+@pytest.mark.parametrize("where", ["cli", "env"])
+def test_a_json_report_path_that_names_a_folder_is_one_usage_line(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    pytester.makepyfile("def test_t():\n    pass\n")
+    (pytester.path / "existing").mkdir()
+    for value, line in (
+        ("reports/", "ERROR: pytest-gpuperf: invalid value 'reports/' for gpu_perf_json from *: expected the path of a "
+                     "file to write, and this one names a folder (e.g. reports/report.json)"),
+        ("existing", "ERROR: pytest-gpuperf: --gpu-perf-json */existing (from *) must name a file, and it is not; "
+                     "give another path"),
+    ):
+        if where == "env":
+            monkeypatch.setenv("GPU_PERF_JSON", value)
+        result = pytester.runpytest("--gpu-perf", *([f"--gpu-perf-json={value}"] if where == "cli" else []))
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([line])
+        assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert not (pytester.path / "reports").exists()

@@ -82,7 +82,7 @@ def shared_gpu_project(
 ) -> None:
     """A project of SHARED_GPU_TESTS on ``gpus`` fake GPUs, its GPU locks in ``locks``."""
     pytest.importorskip("xdist")
-    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT=gpus, TMPDIR=str(locks))
+    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT=gpus, GPU_PERF_LOCK_DIR=str(locks))
     pytester.makepyfile(test_mixed=SHARED_GPU_TESTS)
 
 
@@ -109,7 +109,7 @@ def test_gpu_tests_overlap_without_timing_or_with_a_gpu_per_worker(
     untimed.assert_outcomes(passed=8, skipped=4)
     assert "share 1 GPU" not in untimed.stdout.str()
     assert overlapping(spans(pytester, "gpu-device"))
-    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="4", TMPDIR=str(tmp_path_factory.mktemp("locks")))
+    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="4", GPU_PERF_LOCK_DIR=str(tmp_path_factory.mktemp("locks")))
     one_each = pytester.runpytest_subprocess("-n", "4", "--gpu-perf")
     one_each.assert_outcomes(passed=12)
     assert "share" not in one_each.stdout.str()
