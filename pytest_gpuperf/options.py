@@ -265,7 +265,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "budget",
-        "Seconds of timing per measurement before sampling stops.",
+        "Seconds of timing per measurement or claim before sampling stops; an undecided one is extended "
+        "to three times this. Verdicts are reached on at least min(1 s, budget) of data: a shorter budget "
+        "cannot see a kernel's own level that holds longer.",
         _positive,
         1.0,
         per_test=True,
