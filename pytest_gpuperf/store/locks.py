@@ -63,11 +63,8 @@ def hold(path: Path, *, timeout_s: float, purpose: str) -> Iterator[None]:
             raise UnsafePathError(_symlink_message(path, purpose)) from None
         raise GpuPerfError(f"cannot open the lock file {path} ({purpose}): {exc.strerror or exc}") from None
     try:
-        mine = _write_holder(path)
-        try:
+        with _holder_recorded(path):
             yield
-        finally:
-            _clear_holder(path, mine)
     finally:
         lock.release()
 
@@ -97,13 +94,20 @@ def hold_machine_wide(path: Path, *, timeout_s: float, purpose: str) -> Iterator
             if time.monotonic() >= deadline:
                 raise LockTimeoutError(_timeout_message(path, timeout_s, purpose))
             time.sleep(_POLL_S)
-        mine = _write_holder(path)
-        try:
+        with _holder_recorded(path):
             yield
-        finally:
-            _clear_holder(path, mine)
     finally:
         os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def _holder_recorded(path: Path) -> Iterator[None]:
+    """Who holds the lock ``path``, written beside it for the ``with`` block (a waiter's timeout names them)."""
+    mine = _write_holder(path)
+    try:
+        yield
+    finally:
+        _clear_holder(path, mine)
 
 
 def _open_machine_wide(path: Path, purpose: str) -> int:
