@@ -157,7 +157,8 @@ def scenarios() -> list[Scenario]:
     for model in CLASSIC:
         out += [Scenario(gate, truth, model) for gate in ("speedup", "regression") for truth in (1.0, 1.05)]
     fast_levels, slow_levels = "own levels, dwell 0.05 s", "own levels, dwell 0.5 s"
-    out += [Scenario(gate, truth, fast_levels) for gate in ("speedup", "regression") for truth in (1.0, 1.08)]
+    out += [Scenario("speedup", 1.0, fast_levels), Scenario("speedup", 1.08, fast_levels)]
+    out += [Scenario("regression", 1.0, fast_levels)]
     out += [Scenario(gate, 1.0, slow_levels) for gate in ("speedup", "regression")]
     for machine in (0.985, 1.015, 1.03, 1.047):
         out += [Scenario("regression", 1.0, "iid 1%", machine), Scenario("regression", 1.05, "iid 1%", machine)]
@@ -175,9 +176,12 @@ def scenarios() -> list[Scenario]:
 
 def reported_only() -> list[Scenario]:
     """Printed in the table, not asserted (docs/statistics.md says why): levels that dwell about as
-    long as a run or longer, which no statistic of one run can tell from a change in the code."""
-    slow, slower = "own levels, dwell 0.5 s", "own levels, dwell 2 s"
+    long as a run or longer, which no statistic of one run can tell from a change in the code, and
+    a regression check against a baseline recorded in another run under levels of each kernel's own
+    (both runs' level noise adds up, so its interval is wider than 8% minus the band)."""
+    fast, slow, slower = "own levels, dwell 0.05 s", "own levels, dwell 0.5 s", "own levels, dwell 2 s"
     return [
+        Scenario("regression", 1.08, fast, expect=REPORTED),
         Scenario("speedup", 1.08, slow, expect=REPORTED),
         Scenario("regression", 1.08, slow, expect=REPORTED),
         Scenario("speedup", 1.0, slower, expect=REPORTED),
