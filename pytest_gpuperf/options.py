@@ -295,7 +295,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "cache",
-        "cold: flush L2 before every launch; hot: back-to-back launches (inputs may stay in L2).",
+        "cold: every launch finds its inputs outside L2: by rotating the variant's input copies (rotations=), "
+        "by nothing when one launch moves at least 4x the L2 size, else by writing a buffer twice the L2 size "
+        "before each launch and subtracting an interleaved graph of those writes alone; hot: back-to-back "
+        "launches (inputs may stay in L2).",
         _choice("cold", "hot"),
         "cold",
         per_test=True,
@@ -425,7 +428,10 @@ def _type_and_default(s: Setting) -> str:
         _non_negative: "seconds",
         _device: "ordinal or auto",
     }
-    kind = kinds.get(s.parse) or ("architectures" if s.parse is _arch_list else s.metavar or "number")
+    if s.parse is _bool and not s.flag_only:
+        kind = "on/off"  # a value, not a switch: --gpu-perf-calibrate=off (no --no- form)
+    else:
+        kind = kinds.get(s.parse) or ("architectures" if s.parse is _arch_list else s.metavar or "number")
     if isinstance(s.default, tuple):
         default = ",".join(s.default)
     elif s.default is None:

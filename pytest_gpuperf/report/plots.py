@@ -657,7 +657,7 @@ def _draw_speedups(ax: Any, rows: list[dict[str, Any]]) -> None:
     _style_rows(ax, [r["label"] for r in rows])
     ax.set_title("Speedup t(baseline) / t(fast)", fontsize=10, loc="left", fontweight="bold")
     ax.set_xlabel(
-        f"speedup ({'log' if log else 'linear'} scale) from interleaved A/B rounds; bars: bootstrap interval;\n"
+        f"speedup ({'log' if log else 'linear'} scale) from interleaved A/B rounds; bars: batch-means t interval;\n"
         "left of the dashed 1x line the 'fast' variant is the slower one",
         fontsize=8,
     )

@@ -1,4 +1,4 @@
-"""The package's layers (README.md: how the package is organised): a module imports only from its
+"""The package's layers (CONTRIBUTING.md: how the package is organised): a module imports only from its
 own folder or module and from layers below its own, so no import runs upward and no two layers
 import each other. (Within one folder, imports are not ordered here.)"""
 from __future__ import annotations
@@ -57,7 +57,7 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 
 def test_every_module_has_a_layer() -> None:
     units = {unit_of(".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)) for p in MODULES}
-    assert units - set(RANK) == set(), "add the new module or folder to LAYERS (and to README.md's table)"
+    assert units - set(RANK) == set(), "add the new module or folder to LAYERS (and to CONTRIBUTING.md's table)"
 
 
 def upward_imports(path: Path, text: str | None = None) -> list[str]:

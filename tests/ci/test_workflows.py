@@ -211,13 +211,27 @@ def test_the_write_token_job_runs_in_a_protected_environment_after_gpuperf_check
     assert "baseline-refresh" in docs and "environment" in docs
 
 
-def test_ci_runs_what_the_readme_says() -> None:
+def _contributing_commands() -> list[str]:
+    """The commands of CONTRIBUTING.md's dev-setup snippet, comments dropped."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    block = re.search(r"<!-- snippet: dev-setup -->\n```bash\n(.*?)```\n<!-- end snippet -->", text, re.S)
+    assert block, "CONTRIBUTING.md lost its dev-setup snippet"
+    return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_ci_runs_what_contributing_says() -> None:
+    """.ci/run and the CPU job install and test as CONTRIBUTING.md tells a contributor to."""
+    install, test = _contributing_commands()
+    assert install.startswith("python -m pip install -e ") and test.startswith("python -m pytest")
+    run_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    for command in (install, test):
+        assert any(line.startswith(command) for line in run_lines), f".ci/run does not run {command!r}"
     ci = _load(WORKFLOWS / "ci.yml")
     assert {"push", "pull_request"} <= set(ci["on"])
-    readme = (ROOT / "README.md").read_text()
     cpu = _steps_text(ci["jobs"]["tests"])
-    assert 'python -m pip install -e ".[test,compile]"' in cpu and 'python -m pip install -e ".[test,compile]"' in readme
-    assert "python -m pytest" in cpu
+    assert 'python -m pip install -e ".[test,compile]"' in cpu  # the lint extra: the lint job's install
+    assert 'python -m pip install -e ".[lint]"' in _steps_text(ci["jobs"]["lint"])
+    assert any(line.strip().startswith(test) for line in cpu.splitlines())
     gpu_job = ci["jobs"]["gpu-perf"]
     assert gpu_job["strategy"]["matrix"]["arch"] == ["sm80", "sm90"]
     assert gpu_job["runs-on"][:4] == ["self-hosted", "linux", "x64", "gpu"]

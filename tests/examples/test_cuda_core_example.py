@@ -14,16 +14,16 @@ extern "C" __global__ void scale(const float* x, float* y, float factor, unsigne
 
 
 @pytest.fixture(scope="module")
-def kernel(gpu):
+def kernel(gpuperf_device):
     core = pytest.importorskip("cuda.core")
     cupy = pytest.importorskip("cupy")
-    device = core.Device(gpu.ordinal)
+    device = core.Device(gpuperf_device.ordinal)
     device.set_current()
-    program = core.Program(SOURCE, code_type="c++", options=core.ProgramOptions(arch=f"sm_{gpu.arch[2:]}"))
+    program = core.Program(SOURCE, code_type="c++", options=core.ProgramOptions(arch=f"sm_{gpuperf_device.arch[2:]}"))
     scale = program.compile("cubin").get_kernel("scale")
     x = cupy.random.default_rng(0).standard_normal(N, dtype=cupy.float32)
     y = cupy.empty_like(x)
-    config = core.LaunchConfig(grid=4 * gpu.sm_count, block=256)
+    config = core.LaunchConfig(grid=4 * gpuperf_device.sm_count, block=256)
 
     wrapped = {}
 

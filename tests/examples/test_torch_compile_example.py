@@ -19,7 +19,7 @@ def compiled():
     return fn, x
 
 
-def test_values(gpu, compiled):
+def test_values(gpuperf_device, compiled):
     import torch
 
     fn, x = compiled

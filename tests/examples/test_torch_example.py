@@ -18,7 +18,7 @@ def tensors():
     return x, torch.empty_like(x), torch.empty_like(x)
 
 
-def test_values(gpu, tensors):
+def test_values(gpuperf_device, tensors):
     import torch
 
     x, y, tmp = tensors

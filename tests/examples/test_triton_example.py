@@ -33,7 +33,7 @@ def tensors():
     return x, torch.empty_like(x)
 
 
-def test_values(gpu, scale, tensors):
+def test_values(gpuperf_device, scale, tensors):
     import torch
 
     x, y = tensors
