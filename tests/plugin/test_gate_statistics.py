@@ -80,5 +80,5 @@ def test_the_bounds_separate_a_right_gate_from_a_wrong_one() -> None:
     """The default run's bounds catch a gate whose error rate is several times its requirement."""
     most, fewest = fail_bounds(SEEDS)
     assert stats.binom.sf(most, SEEDS, 0.01) < 0.001 and stats.binom.cdf(fewest - 1, SEEDS, 0.95) < 0.001
-    assert stats.binom.sf(most, SEEDS, 0.06) > 0.95  # a 6% false-alarm rate fails the test
+    assert stats.binom.sf(most, SEEDS, 0.08) > 0.95  # an 8% false-alarm rate fails the test
     assert stats.binom.cdf(fewest - 1, SEEDS, 0.85) > 0.95  # catching 85% fails it too
