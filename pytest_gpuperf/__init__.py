@@ -13,10 +13,10 @@ from pytest_gpuperf.errors import BaselineFileError, GateFailure, GpuPerfError, 
 from pytest_gpuperf.version import __version__ as __version__
 
 if TYPE_CHECKING:
+    from pytest_gpuperf._gates.verdict import Verdict
     from pytest_gpuperf.compile.static import GpuStatic
     from pytest_gpuperf.counters import GpuCounters
     from pytest_gpuperf.fixture import GpuPerf
-    from pytest_gpuperf.gates.verdict import Verdict
     from pytest_gpuperf.results import Comparison, Measurement, Variant
     from pytest_gpuperf.timing.streams import TimingStream
 
@@ -25,7 +25,7 @@ _LAZY = {
     "Variant": "pytest_gpuperf.results",
     "Measurement": "pytest_gpuperf.results",
     "Comparison": "pytest_gpuperf.results",
-    "Verdict": "pytest_gpuperf.gates.verdict",
+    "Verdict": "pytest_gpuperf._gates.verdict",
     "GpuPerf": "pytest_gpuperf.fixture",
     "GpuCounters": "pytest_gpuperf.counters",
     "GpuStatic": "pytest_gpuperf.compile.static",

@@ -21,7 +21,7 @@ import pytest
 from pytest_gpuperf.errors import GpuPerfUsageError
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.gates.verdict import Bands
+    from pytest_gpuperf._gates.verdict import Bands
 
 CacheMode = Literal["cold", "hot"]
 
@@ -580,7 +580,7 @@ class Settings:
 
     @property
     def bands(self) -> Bands:
-        from pytest_gpuperf.gates.verdict import Bands  # lazily: gates load numpy
+        from pytest_gpuperf._gates.verdict import Bands  # lazily: gates load numpy
 
         return Bands(self.machine_noise, self.calibrated_noise, self.level_noise)
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.gates.stats import Estimate, Interval, LevelShift
-from pytest_gpuperf.gates.verdict import Verdict
+from pytest_gpuperf._gates.stats import Estimate, Interval, LevelShift
+from pytest_gpuperf._gates.verdict import Verdict
 from pytest_gpuperf.options import CacheMode
 
 __all__ = [

@@ -279,7 +279,7 @@ class GpuPerfSession:
         return outcomes
 
     def _not_recorded(self, record: MeasurementRecord, why: str) -> None:
-        from pytest_gpuperf.gates.verdict import Verdict
+        from pytest_gpuperf._gates.verdict import Verdict
 
         record["verdict"] = str(Verdict.NOT_RECORDED)
         record["not_recorded"] = why

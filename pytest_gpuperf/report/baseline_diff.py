@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_gpuperf import markdown as md
-from pytest_gpuperf.gates.verdict import Bands, Verdict, regression_threshold
+from pytest_gpuperf._gates.verdict import Bands, Verdict, regression_threshold
 from pytest_gpuperf.options import BY_NAME
 from pytest_gpuperf.report.summary import fmt_time
 from pytest_gpuperf.store.baselines import BaselineFile, Entry
@@ -60,7 +60,7 @@ class DiffRow:
             return "removed"
         if self.old.to_json() == self.new.to_json():
             return "identical"
-        from pytest_gpuperf.regression import compare_entries
+        from pytest_gpuperf._gates.regression import compare_entries
 
         return STATUS[compare_entries(self.new, self.old, gate.confidence, gate.tolerance, gate.bands).verdict]
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
 
 if TYPE_CHECKING:
+    from pytest_gpuperf._gates.regression import RegressionCheck
     from pytest_gpuperf.records import ComparisonSummary, Record
-    from pytest_gpuperf.regression import RegressionCheck
     from pytest_gpuperf.results import Comparison, Measurement
     from pytest_gpuperf.store.baselines import Change, Entry
 
@@ -124,7 +124,7 @@ def format_regression_failure(m: Measurement, entry: Entry, check: RegressionChe
 def _levels_failure(
     m: Measurement, entry: Entry, check: RegressionCheck, device_key: str, path: Path, table: str
 ) -> str:
-    """A run judged against the levels its baseline stores (``gates.levels``): FAIL or INCONCLUSIVE."""
+    """A run judged against the levels its baseline stores (``_gates.levels``): FAIL or INCONCLUSIVE."""
     s = check.slowdown
     n = (check.level or 0) + 1
     ratios = ", ".join(f"{r:.4g}x" for r in check.levels)

@@ -27,8 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from pytest_gpuperf._gates.stats import BATCH_FACTOR, Estimate, Interval, estimate_from_interval
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
-from pytest_gpuperf.gates.stats import BATCH_FACTOR, Estimate, Interval, estimate_from_interval
 from pytest_gpuperf.store.files import (
     atomic_write_json,
     parse_json_object,
@@ -84,7 +84,7 @@ class Entry:
 
     def levels(self) -> tuple[str, list[Estimate]] | None:
         """The reference kernel and the recorded levels of log(t / t_reference), fastest first (the
-        reader refuses them in another order), if ``gpuperf levels`` stored them (``gates.levels``)."""
+        reader refuses them in another order), if ``gpuperf levels`` stored them (``_gates.levels``)."""
         raw = self.extra.get("levels")
         if not isinstance(raw, dict) or not isinstance(raw.get("reference"), str):
             return None

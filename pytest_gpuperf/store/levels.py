@@ -1,9 +1,9 @@
 """``gpuperf levels``: the levels of each calibrated variant in saved reports, stored in its baseline entry.
 
-A kernel that holds one of a few calibrated times for a whole run (``gates.levels``) needs a band
+A kernel that holds one of a few calibrated times for a whole run (``_gates.levels``) needs a band
 wider than the distance between them against a single baseline. This command reads saved
 ``--gpu-perf-json`` reports of several runs (A/A runs of unchanged code, ideally on several
-machines of one GPU model), finds each variant's levels by ``gates.levels.find_levels`` and, with
+machines of one GPU model), finds each variant's levels by ``_gates.levels.find_levels`` and, with
 ``--write``, stores those of every variant with two or more levels at least twice the band apart
 in its baseline entry::
 
@@ -31,9 +31,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf._gates.levels import MIN_RUNS, find_levels, is_narrow, too_close
+from pytest_gpuperf._gates.stats import Estimate
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.gates.levels import MIN_RUNS, find_levels, is_narrow, too_close
-from pytest_gpuperf.gates.stats import Estimate
 from pytest_gpuperf.store.baselines import BaselineStore, Entry, module_file_name, parse_estimate
 from pytest_gpuperf.store.jsonio import finite_number
 

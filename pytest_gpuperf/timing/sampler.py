@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pytest_gpuperf.errors import GpuContended, GpuPerfError, InvalidSample
-from pytest_gpuperf.gates.stats import (
+from pytest_gpuperf._gates.stats import (
     Estimate,
     Interval,
     LevelShift,
@@ -37,7 +36,8 @@ from pytest_gpuperf.gates.stats import (
     median_ci,
     relative_spread,
 )
-from pytest_gpuperf.gates.verdict import Verdict, speedup_verdict
+from pytest_gpuperf._gates.verdict import Verdict, speedup_verdict
+from pytest_gpuperf.errors import GpuContended, GpuPerfError, InvalidSample
 from pytest_gpuperf.results import CacheMode, Calibration, ClockState, Comparison, Health, Measurement, Variant
 from pytest_gpuperf.timing.backend import Prepared, TimingBackend
 from pytest_gpuperf.timing.health import HealthGuard

@@ -12,11 +12,11 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 
 # Bottom to top; a top-level module or folder of pytest_gpuperf per name.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "device", "records", "version", "gates", "numerics", "markdown"}),
+    frozenset({"errors", "device", "records", "version", "_gates", "numerics", "markdown"}),
     frozenset({"arch", "store"}),
     frozenset({"options"}),
     frozenset({"results", "strategies"}),
-    frozenset({"timing", "regression", "against"}),
+    frozenset({"timing", "against"}),
     frozenset({"testing"}),
     frozenset({"report", "bench", "live_status", "hookspecs"}),
     frozenset({"roofline", "cli"}),

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.gates.levels import find_levels, is_narrow
-from pytest_gpuperf.gates.stats import Interval
-from pytest_gpuperf.gates.verdict import Verdict, regression_verdict
+from pytest_gpuperf._gates.levels import find_levels, is_narrow
+from pytest_gpuperf._gates.stats import Interval
+from pytest_gpuperf._gates.verdict import Verdict, regression_verdict
 from pytest_gpuperf.options import SETTINGS, Settings
-from pytest_gpuperf.regression import RegressionCheck, compare_entries
+from pytest_gpuperf._gates.regression import RegressionCheck, compare_entries
 from pytest_gpuperf.store.baselines import BaselineFile, Entry, parse_estimate
 from pytest_gpuperf.store.levels import levels_json
 from tests.gemm_schedules import test_perf

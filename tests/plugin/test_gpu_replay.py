@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_gpuperf.gates.stats import batch_estimate
-from pytest_gpuperf.gates.verdict import Bands, speedup_verdict
-from pytest_gpuperf.regression import compare_entries
+from pytest_gpuperf._gates.stats import batch_estimate
+from pytest_gpuperf._gates.verdict import Bands, speedup_verdict
+from pytest_gpuperf._gates.regression import compare_entries
 from pytest_gpuperf.store.baselines import BaselineFile, Entry
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Baselines that store levels: finding them (``gates.levels``, ``gpuperf levels``), judging a run
+"""Baselines that store levels: finding them (``_gates.levels``, ``gpuperf levels``), judging a run
 against them, and what an update does to them (CPU only, fake GPU)."""
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any, Callable
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.gates.levels import find_levels, is_narrow, judge_levels
-from pytest_gpuperf.gates.stats import Estimate
-from pytest_gpuperf.gates.verdict import Verdict
+from pytest_gpuperf._gates.levels import find_levels, is_narrow, judge_levels
+from pytest_gpuperf._gates.stats import Estimate
+from pytest_gpuperf._gates.verdict import Verdict
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.gates.verdict import Bands
-from pytest_gpuperf.regression import compare_entries
+from pytest_gpuperf._gates.verdict import Bands
+from pytest_gpuperf._gates.regression import compare_entries
 from pytest_gpuperf.store.baselines import BaselineFile, Entry
 from tests.plugin.test_gates import baseline_file, lit
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from pytest_gpuperf.gates.stats import Interval
+from pytest_gpuperf._gates.stats import Interval
 
 
 class Verdict(str, enum.Enum):

@@ -1,4 +1,4 @@
-"""Judging a measurement against its stored baseline (the rule is in ``gates``).
+"""Judging a measurement against its stored baseline (the rule is in ``verdict`` and ``levels``).
 
 When the run and the stored entry both carry a calibration against the same reference kernel,
 the ratio compared is (t / t_reference) now over (t / t_reference) then: a slower or faster
@@ -6,7 +6,7 @@ machine, a clock level or a drift that moves the kernel and the reference alike 
 Otherwise the raw times are compared, and only the machine band b separates a machine's
 offset from a regression. An entry that stores levels (``gpuperf levels``: a kernel that holds one
 of a few calibrated values per run) is judged against every level with the level band
-(``gates.levels``) when the run is calibrated against the same reference and the levels lie at
+(``_gates.levels``) when the run is calibrated against the same reference and the levels lie at
 least 2θ apart (closer, they cannot be told apart at that θ, and the entry's own baseline decides).
 """
 
@@ -14,13 +14,44 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from pytest_gpuperf.gates.levels import judge_levels, too_close
-from pytest_gpuperf.gates.stats import Estimate, Interval, estimate_from_interval
-from pytest_gpuperf.gates.verdict import Bands, Verdict, regression_threshold, regression_verdict
-from pytest_gpuperf.results import Comparison, Measurement
-from pytest_gpuperf.store.baselines import Entry
+from pytest_gpuperf._gates.levels import judge_levels, too_close
+from pytest_gpuperf._gates.stats import Estimate, Interval, estimate_from_interval
+from pytest_gpuperf._gates.verdict import Bands, Verdict, regression_threshold, regression_verdict
+
+
+# What a check reads of a measurement, a pairing and a stored entry; the timing and store
+# subsystems' types have these members, and this module stays below both.
+class Calibrated(Protocol):
+    @property
+    def reference(self) -> str: ...
+    @property
+    def estimate(self) -> Estimate: ...
+
+
+class Measured(Protocol):
+    @property
+    def calibration(self) -> Calibrated | None: ...
+    @property
+    def estimate(self) -> Estimate | None: ...
+    @property
+    def interval(self) -> Interval: ...
+    @property
+    def confidence(self) -> float: ...
+
+
+class Paired(Protocol):
+    @property
+    def speedup_interval(self) -> Interval: ...
+    @property
+    def estimate(self) -> Estimate | None: ...
+
+
+class Stored(Protocol):
+    def estimate(self) -> Estimate: ...
+    def calibration(self) -> tuple[str, Estimate] | None: ...
+    def levels(self) -> tuple[str, list[Estimate]] | None: ...
 
 
 @dataclass(frozen=True)
@@ -78,7 +109,7 @@ class RegressionCheck:
         }
 
 
-def check_regression(m: Measurement, entry: Entry, tolerance: float, bands: Bands) -> RegressionCheck:
+def check_regression(m: Measured, entry: Stored, tolerance: float, bands: Bands) -> RegressionCheck:
     """Compare ``m`` with ``entry`` at the measurement's own (look) confidence. The band is
     ``bands.level`` against stored levels, ``bands.calibrated`` when both are calibrated against the
     same reference (what calibration leaves of a machine's difference), else ``bands.machine``
@@ -88,7 +119,7 @@ def check_regression(m: Measurement, entry: Entry, tolerance: float, bands: Band
     return _judge(now_raw, now_cal, entry, m.confidence, tolerance, bands)
 
 
-def compare_entries(new: Entry, old: Entry, confidence: float, tolerance: float, bands: Bands) -> RegressionCheck:
+def compare_entries(new: Stored, old: Stored, confidence: float, tolerance: float, bands: Bands) -> RegressionCheck:
     """Two stored entries judged as the gate judges a run (``new``) against its baseline (``old``)."""
     return _judge(new.estimate(), new.calibration(), old, confidence, tolerance, bands)
 
@@ -96,7 +127,7 @@ def compare_entries(new: Entry, old: Entry, confidence: float, tolerance: float,
 def _judge(
     now_raw: Estimate,
     now_cal: tuple[str, Estimate] | None,
-    entry: Entry,
+    entry: Stored,
     confidence: float,
     tolerance: float,
     bands: Bands,
@@ -133,7 +164,7 @@ def _judge_levels(
     )
 
 
-def check_against(pair: Comparison, tolerance: float) -> RegressionCheck:
+def check_against(pair: Paired, tolerance: float) -> RegressionCheck:
     """The working tree's variant against its namesake from another revision, timed in the same
     rounds: no machine band applies, so the threshold is half the tolerance."""
     s = pair.speedup_interval  # t(REV) / t(now)

@@ -53,8 +53,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_gpuperf.gates.stats import Estimate, Interval
-from pytest_gpuperf.gates.verdict import Verdict, regression_threshold, regression_verdict
+from pytest_gpuperf._gates.stats import Estimate, Interval
+from pytest_gpuperf._gates.verdict import Verdict, regression_threshold, regression_verdict
 
 MIN_RUNS = 2
 
