@@ -67,7 +67,7 @@ class SweepRun:
         clash = sorted(set(results) & set(HEADER_FIELDS))
         if clash:
             raise ValueError(f"sweep results of {self.family} use the harness's field names {clash}")
-        from pytest_gpuperf.store.files import atomic_write_json
+        from pytest_gpuperf._store.files import atomic_write_json
 
         payload = {**self.header(), **results}
         Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -39,11 +39,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from pytest_gpuperf._store.files import private_dir
+from pytest_gpuperf._store.git_output import run_git
+from pytest_gpuperf._store.locks import hold
 from pytest_gpuperf.errors import GpuPerfError, GpuPerfUsageError
 from pytest_gpuperf.results import Variant
-from pytest_gpuperf.store.files import private_dir
-from pytest_gpuperf.store.git_output import run_git
-from pytest_gpuperf.store.locks import hold
 
 T = TypeVar("T")
 

@@ -25,13 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
-from pytest_gpuperf.options import BY_NAME
-from pytest_gpuperf.report.baseline_diff import Thresholds, device_changes, diff_baselines, format_diff
-from pytest_gpuperf.report.render import format_report
-from pytest_gpuperf.report.summary import _table
-from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore
-from pytest_gpuperf.store.layout import (
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineStore
+from pytest_gpuperf._store.layout import (
     DEFAULT_DIR,
     baseline_paths,
     is_device_folder,
@@ -40,8 +35,13 @@ from pytest_gpuperf.store.layout import (
     other_kind,
     require_folder,
 )
-from pytest_gpuperf.store.prune import collect_node_ids, plan_prune, read_node_ids
-from pytest_gpuperf.store.reports import ReportFileError, load_report
+from pytest_gpuperf._store.prune import collect_node_ids, plan_prune, read_node_ids
+from pytest_gpuperf._store.reports import ReportFileError, load_report
+from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
+from pytest_gpuperf.options import BY_NAME
+from pytest_gpuperf.report.baseline_diff import Thresholds, device_changes, diff_baselines, format_diff
+from pytest_gpuperf.report.render import format_report
+from pytest_gpuperf.report.summary import _table
 
 PROG = "gpuperf"
 
@@ -76,11 +76,11 @@ def _load_side(path: Path) -> tuple[str, dict[str, BaselineFile]]:
 
 
 def _git(args: Sequence[str], cwd: Path) -> str:
-    from pytest_gpuperf.store.git_output import run_git
+    from pytest_gpuperf._store.git_output import run_git
 
     if not shutil.which("git"):
         raise GpuPerfError("git is not installed; compare two folders instead: gpuperf diff OLD NEW")
-    done = run_git(args, cwd)  # what git prints is capped (store.git_output)
+    done = run_git(args, cwd)  # what git prints is capped (_store.git_output)
     out = done.stdout.decode("utf-8", "replace")
     if done.returncode != 0:
         raise GpuPerfError(f"git {' '.join(args)} failed: {done.stderr.strip() or out.strip()}")
@@ -89,8 +89,8 @@ def _git(args: Sequence[str], cwd: Path) -> str:
 
 def load_git(rev: str, root: Path) -> dict[str, BaselineFile]:
     """The baseline files under ``root`` as they were at git revision ``rev``."""
-    from pytest_gpuperf.store import jsonio
-    from pytest_gpuperf.store.git_output import blob_size
+    from pytest_gpuperf._store import jsonio
+    from pytest_gpuperf._store.git_output import blob_size
 
     if rev.startswith("-"):
         raise GpuPerfError(f"{rev!r} is not a git revision")
@@ -175,7 +175,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.store.check import check_folder
+    from pytest_gpuperf._store.check import check_folder
 
     root = Path(args.dir)
     result = check_folder(root)
@@ -278,8 +278,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from pytest_gpuperf._store.files import atomic_write_text
     from pytest_gpuperf.report.export import export
-    from pytest_gpuperf.store.files import atomic_write_text
 
     output = None if args.output in (None, "-") else Path(args.output)
     if output is not None and (args.output.endswith(("/", os.sep)) or output.is_dir()):
@@ -298,7 +298,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.store.migrate import files_under, migrate_file
+    from pytest_gpuperf._store.migrate import files_under, migrate_file
 
     outcomes = [migrate_file(path, dry_run=args.dry_run) for path in files_under([Path(p) for p in args.paths])]
     for outcome in outcomes:
@@ -322,7 +322,7 @@ def _positive_chars(text: str) -> int:
 
 
 def _cmd_margins(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.store.margins import UsageError, command
+    from pytest_gpuperf._store.margins import UsageError, command
 
     try:
         text, status = command(
@@ -341,7 +341,7 @@ def _cmd_margins(args: argparse.Namespace) -> int:
 
 
 def _cmd_levels(args: argparse.Namespace) -> int:
-    from pytest_gpuperf.store.levels import UsageError, command
+    from pytest_gpuperf._store.levels import UsageError, command
 
     try:
         text, status = command(

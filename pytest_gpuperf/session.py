@@ -18,9 +18,9 @@ from pytest_gpuperf.device import DeviceInfo, NoDevice
 from pytest_gpuperf.options import Settings
 
 if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
+    from pytest_gpuperf._store.baselines import BaselineStore, Change
     from pytest_gpuperf.live_status import LiveStatus
     from pytest_gpuperf.records import MeasurementRecord, Record
-    from pytest_gpuperf.store.baselines import BaselineStore, Change
     from pytest_gpuperf.timing.backend import TimingBackend
     from pytest_gpuperf.timing.health import HealthGuard
     from pytest_gpuperf.timing.sampler import OnRounds, SamplingPolicy
@@ -38,10 +38,10 @@ def worker_index() -> int | None:
 
 
 def gpu_lock_path(ident: str) -> Path:
-    """The lock file of one GPU, in the machine-wide lock folder (``store.locks.machine_lock_dir``:
+    """The lock file of one GPU, in the machine-wide lock folder (``_store.locks.machine_lock_dir``:
     ``$GPU_PERF_LOCK_DIR``, else /tmp) so that every process on the host, whatever its user or
     ``TMPDIR``, sees the same one."""
-    from pytest_gpuperf.store.locks import machine_lock_dir
+    from pytest_gpuperf._store.locks import machine_lock_dir
 
     return machine_lock_dir() / f"pytest-gpuperf-gpu-{ident.replace(':', '_').replace('/', '_')}.lock"
 
@@ -82,7 +82,7 @@ class GpuPerfSession:
 
     @cached_property
     def store(self) -> BaselineStore:
-        from pytest_gpuperf.store.baselines import BaselineStore
+        from pytest_gpuperf._store.baselines import BaselineStore
 
         return BaselineStore(self.settings.baselines_dir)
 
@@ -148,7 +148,7 @@ class GpuPerfSession:
             return
         device = self.device
         ident = (device.uuid or device.pci_bus_id or str(device.ordinal)) if isinstance(device, DeviceInfo) else "none"
-        from pytest_gpuperf.store.locks import hold_machine_wide
+        from pytest_gpuperf._store.locks import hold_machine_wide
 
         with hold_machine_wide(gpu_lock_path(ident), timeout_s=GPU_LOCK_TIMEOUT_S, purpose=f"timing on GPU {ident}"):
             self._gpu_lock_owner = threading.get_ident()
@@ -236,8 +236,8 @@ class GpuPerfSession:
         that is not stored (an entry the reader would refuse, a file that could not be written)
         gets the verdict "not recorded" and the reason in its record and in ``not_recorded``.
         """
+        from pytest_gpuperf._store.baselines import Entry
         from pytest_gpuperf.report.outputs import attempt
-        from pytest_gpuperf.store.baselines import Entry
 
         grouped: dict[tuple[str, str], dict[str, Entry]] = {}
         measured: dict[tuple[str, str], list[MeasurementRecord]] = {}

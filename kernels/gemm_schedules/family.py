@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kernels.contract import KernelFamily, TargetShortfalls
 from pytest_gpuperf.compile.cuda_module import CudaModule
-from pytest_gpuperf.store.margins import MarginsFile
+from pytest_gpuperf._store.margins import MarginsFile
 
 SOURCES: tuple[Path, ...] = (Path(__file__).with_name("gemm_sm90.cu"),)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernels.contract import KernelFamily
-from pytest_gpuperf.store.margins import MarginsFile
+from pytest_gpuperf._store.margins import MarginsFile
 
 SOURCES = (Path(__file__).with_name("megakernel.cu"), Path(__file__).with_name("grid_sync_cost.cu"))
 # The headers megakernel.cu is built from, in its include order (its opening comment says what each

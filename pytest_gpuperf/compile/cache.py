@@ -36,9 +36,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.store.files import atomic_write_json
-from pytest_gpuperf.store.locks import hold
-from pytest_gpuperf.store.private_dir import CACHE_ENV, check_private_dir, ensure_private_dir
+from pytest_gpuperf._store.files import atomic_write_json
+from pytest_gpuperf._store.locks import hold
+from pytest_gpuperf._store.private_dir import CACHE_ENV, check_private_dir, ensure_private_dir
 
 __all__ = ["BuildCache", "Built", "CacheEntry", "digest_fields", "file_digest"]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from pytest_gpuperf._store.budgets import BUDGET_FIELDS, Budget
 from pytest_gpuperf.compile import nvcc as _nvcc
 from pytest_gpuperf.compile.cache import Built, build_key_fields, digest_fields
 from pytest_gpuperf.compile.cuda_module import INSTALL_HINT, CudaModule, ToolchainMissing
@@ -27,7 +28,6 @@ from pytest_gpuperf.compile.kernel_report import (
 from pytest_gpuperf.compile.nvcc import NvccBuildError, NvccNotFound
 from pytest_gpuperf.compile.run import run_tool
 from pytest_gpuperf.compile.toolchain import nvcc_identity, refuse_shell_metacharacters, tool_identity
-from pytest_gpuperf.store.budgets import BUDGET_FIELDS, Budget
 
 __all__ = ["KernelResources", "StaticResult", "compile_module", "disassemble", "toolchain_label"]
 

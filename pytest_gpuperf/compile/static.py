@@ -27,7 +27,7 @@ reads per module.
 The tier's parts: :mod:`~pytest_gpuperf.compile.cuda_module` (what to build),
 :mod:`~pytest_gpuperf.compile.cubin` (building and disassembling),
 :mod:`~pytest_gpuperf.compile.kernel_report` (reading ptxas and cuobjdump),
-:mod:`~pytest_gpuperf.store.budgets` (the stored budgets) and this module (judging a build
+:mod:`~pytest_gpuperf._store.budgets` (the stored budgets) and this module (judging a build
 against its budgets and facts, and the ``gpu_static`` fixture's object).
 
 nvcc and NVRTC share the front end and ptxas, so registers and instructions match what the tests
@@ -44,15 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.compile.cubin import KernelResources, StaticResult, compile_module
-from pytest_gpuperf.compile.cuda_module import INSTALL_HINT, CudaModule, ToolchainMissing, arch_selected
-from pytest_gpuperf.compile.kernel_report import (
-    count_sass_instructions,
-    kernel_key,
-    parse_ptxas_resources,
-    split_sass,
-)
-from pytest_gpuperf.store.budgets import (
+from pytest_gpuperf._store.budgets import (
     BUDGET_FIELDS,
     BUDGET_SCHEMA,
     CODE_FIELD,
@@ -60,6 +52,14 @@ from pytest_gpuperf.store.budgets import (
     Budget,
     BudgetFile,
     BudgetStore,
+)
+from pytest_gpuperf.compile.cubin import KernelResources, StaticResult, compile_module
+from pytest_gpuperf.compile.cuda_module import INSTALL_HINT, CudaModule, ToolchainMissing, arch_selected
+from pytest_gpuperf.compile.kernel_report import (
+    count_sass_instructions,
+    kernel_key,
+    parse_ptxas_resources,
+    split_sass,
 )
 
 if TYPE_CHECKING:

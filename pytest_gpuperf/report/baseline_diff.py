@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from pytest_gpuperf import markdown as md
 from pytest_gpuperf._gates.verdict import Bands, Verdict, regression_threshold
+from pytest_gpuperf._store.baselines import BaselineFile, Entry
 from pytest_gpuperf.options import BY_NAME
 from pytest_gpuperf.report.summary import fmt_time
-from pytest_gpuperf.store.baselines import BaselineFile, Entry
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def attempt(what: str, path: Path | None, write: Callable[[], str | None]) -> Ou
 
 
 def write_report(path: Path, payload: dict[str, Any]) -> Outcome:
-    from pytest_gpuperf.store.files import atomic_write_json
+    from pytest_gpuperf._store.files import atomic_write_json
 
     return attempt("JSON report", path, lambda: atomic_write_json(path, payload))
 

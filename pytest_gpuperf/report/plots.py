@@ -1292,7 +1292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import sys
 
-    from pytest_gpuperf.store.reports import ReportFileError, load_report
+    from pytest_gpuperf._store.reports import ReportFileError, load_report
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("report", type=Path)

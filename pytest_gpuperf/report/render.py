@@ -1,6 +1,6 @@
 """A saved report rendered as ``gpuperf report`` prints it: markdown for a job summary, or text.
 
-The input is what ``store.reports.load_report`` returns, so every field read here has its type.
+The input is what ``_store.reports.load_report`` returns, so every field read here has its type.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pytest_gpuperf.report.undecided import OPTION, blind_lines, groups, undecid
 
 def report_records(data: Mapping[str, Any]) -> list[Record]:
     """The report's tests back as the per-result records the terminal summary is built from
-    (a report that passed ``store.reports``' checks holds what the records need). A saved
+    (a report that passed ``_store.reports``' checks holds what the records need). A saved
     measurement names its device by key; the record carries the device itself, from the
     report's ``devices``."""
     devices: Mapping[str, Any] = data.get("devices") or {}

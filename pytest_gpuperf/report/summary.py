@@ -8,13 +8,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
 if TYPE_CHECKING:
     from pytest_gpuperf._gates.regression import RegressionCheck
+    from pytest_gpuperf._store.baselines import Change, Entry
     from pytest_gpuperf.records import ComparisonSummary, Record
     from pytest_gpuperf.results import Comparison, Measurement
-    from pytest_gpuperf.store.baselines import Change, Entry
 
 
 def fmt_time(seconds: float | None) -> str:

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 # Bottom to top; a top-level module or folder of pytest_gpuperf per name.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "device", "records", "version", "_gates", "numerics", "markdown"}),
-    frozenset({"arch", "store"}),
+    frozenset({"arch", "_store"}),
     frozenset({"options"}),
     frozenset({"results", "strategies"}),
     frozenset({"timing", "against"}),
@@ -75,15 +75,15 @@ def test_no_import_runs_upward(path: Path) -> None:
 
 
 def test_relative_and_lazy_imports_count_too() -> None:
-    files = PACKAGE / "store" / "files.py"
+    files = PACKAGE / "_store" / "files.py"
     text = (
         "from . import jsonio\nfrom .locks import hold\n"
         "def f():\n    from ..report import summary\n"
         "if TYPE_CHECKING:\n    from pytest_gpuperf.session import GpuPerfSession\n"
     )
     assert [m for _, m in imports(files, text)] == [
-        "pytest_gpuperf.store.jsonio",
-        "pytest_gpuperf.store.locks",
+        "pytest_gpuperf._store.jsonio",
+        "pytest_gpuperf._store.locks",
         "pytest_gpuperf.report",
         "pytest_gpuperf.session",
     ]

@@ -18,8 +18,8 @@ from pytest_gpuperf._gates.stats import Interval
 from pytest_gpuperf._gates.verdict import Verdict, regression_verdict
 from pytest_gpuperf.options import SETTINGS, Settings
 from pytest_gpuperf._gates.regression import RegressionCheck, compare_entries
-from pytest_gpuperf.store.baselines import BaselineFile, Entry, parse_estimate
-from pytest_gpuperf.store.levels import levels_json
+from pytest_gpuperf._store.baselines import BaselineFile, Entry, parse_estimate
+from pytest_gpuperf._store.levels import levels_json
 from tests.gemm_schedules import test_perf
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"

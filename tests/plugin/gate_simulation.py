@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 from pytest_gpuperf import Variant, Verdict
 from pytest_gpuperf._gates.verdict import Bands
 from pytest_gpuperf._gates.levels import find_levels
-from pytest_gpuperf.store.baselines import Entry
-from pytest_gpuperf.store.levels import levels_json
+from pytest_gpuperf._store.baselines import Entry
+from pytest_gpuperf._store.levels import levels_json
 from pytest_gpuperf.options import BY_NAME
 from pytest_gpuperf._gates.regression import check_regression
 from pytest_gpuperf.testing import FakeBackend, noise

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.store.baselines import SCHEMA, BaselineFile, BaselineStore, Entry, module_file_name
+from pytest_gpuperf._store.baselines import SCHEMA, BaselineFile, BaselineStore, Entry, module_file_name
 from pytest_gpuperf.errors import BaselineFileError
 
 DEVICE = {"name": "Fake GPU", "key": "fake-gpu-sm90-132sm-80gib", "driver_version": "1"}

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore, Entry
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineStore, Entry
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.errors import BaselineFileError
 

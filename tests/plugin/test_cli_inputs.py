@@ -13,12 +13,12 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.store import jsonio
-from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore, Entry
+from pytest_gpuperf._store import jsonio
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineStore, Entry
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.compile.static import BudgetStore, Budget
-from pytest_gpuperf.store.files import atomic_write_json
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf._store.files import atomic_write_json
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
 H200: dict[str, Any] = {"name": "NVIDIA H200", "key": "nvidia-h200-sm90-132sm-140gib", "driver_version": "580.1",
                         "cuda_runtime_version": "13.0", "cupy_version": "14.0"}
@@ -78,7 +78,7 @@ def test_a_gzip_bomb_stops_at_the_cap(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 1 and out == ""
     assert one_error_line(err) == (
         f"gpuperf: error: report file {bomb} is larger than 1 MiB decompressed; it is not a file pytest-gpuperf wrote "
-        "(raise pytest_gpuperf.store.jsonio.MAX_JSON_BYTES to read it anyway)"
+        "(raise pytest_gpuperf._store.jsonio.MAX_JSON_BYTES to read it anyway)"
     )
 
 

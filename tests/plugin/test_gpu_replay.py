@@ -20,7 +20,7 @@ import pytest
 from pytest_gpuperf._gates.stats import batch_estimate
 from pytest_gpuperf._gates.verdict import Bands, speedup_verdict
 from pytest_gpuperf._gates.regression import compare_entries
-from pytest_gpuperf.store.baselines import BaselineFile, Entry
+from pytest_gpuperf._store.baselines import BaselineFile, Entry
 
 ROOT = Path(__file__).resolve().parents[2]
 EVIDENCE = ROOT / "evidence"

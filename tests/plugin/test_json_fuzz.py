@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from pytest_gpuperf.report import plots
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
-from pytest_gpuperf.store.reports import load_report
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf._store.reports import load_report
 
 KEY = "nvidia-h200-sm90-132sm-140gib"
 ENTRY = {"median_s": 1e-5, "ci_low_s": 0.9e-5, "ci_high_s": 1.1e-5, "confidence": 0.99, "n": 40, "spread": 0.01,

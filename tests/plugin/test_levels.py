@@ -16,7 +16,7 @@ from pytest_gpuperf._gates.verdict import Verdict
 from pytest_gpuperf.errors import BaselineFileError
 from pytest_gpuperf._gates.verdict import Bands
 from pytest_gpuperf._gates.regression import compare_entries
-from pytest_gpuperf.store.baselines import BaselineFile, Entry
+from pytest_gpuperf._store.baselines import BaselineFile, Entry
 from tests.plugin.test_gates import baseline_file, lit
 
 CONFIDENCE = 0.99
@@ -159,7 +159,7 @@ def with_levels(pytester: pytest.Pytester, fake_gpu: Callable[..., None], capsys
 
 
 def test_a_run_at_either_stored_level_passes(pytester: pytest.Pytester, fake_gpu: Callable[..., None], with_levels: Path) -> None:
-    from pytest_gpuperf.store.schemas import schema_errors
+    from pytest_gpuperf._store.schemas import schema_errors
 
     assert schema_errors(json.loads(with_levels.read_text()), "baselines") == []
     stored = json.loads(with_levels.read_text())["entries"][KEY]["levels"]

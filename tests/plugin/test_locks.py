@@ -11,11 +11,11 @@ from typing import Any, Callable, Iterator
 import pytest
 from filelock import FileLock
 
-from pytest_gpuperf.store import baselines
-from pytest_gpuperf.store.baselines import BaselineStore, Entry
+from pytest_gpuperf._store import baselines
+from pytest_gpuperf._store.baselines import BaselineStore, Entry
 from pytest_gpuperf.compile.static import Budget, BudgetStore
 from pytest_gpuperf.errors import BaselineFileError, LockTimeoutError, UnsafePathError
-from pytest_gpuperf.store.locks import HOLDER_SUFFIX, hold
+from pytest_gpuperf._store.locks import HOLDER_SUFFIX, hold
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEVICE = {"name": "Fake GPU", "key": "fake-gpu-sm90-132sm-80gib"}
@@ -26,7 +26,7 @@ PRECIOUS = "precious data, not a lock\n"
 HOLDER = """
 import sys, time
 from pathlib import Path
-from pytest_gpuperf.store.locks import hold
+from pytest_gpuperf._store.locks import hold
 with hold(Path(sys.argv[1]), timeout_s=5, purpose="a test holder"):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -12,8 +12,8 @@ import pytest
 
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.markdown import code, text
-from pytest_gpuperf.store.baselines import BaselineStore, Entry
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf._store.baselines import BaselineStore, Entry
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
 markdown_it = pytest.importorskip("markdown_it", reason="the test extra installs markdown-it-py")
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.store import migrate, schema_versions
-from pytest_gpuperf.store.baselines import BaselineFile
-from pytest_gpuperf.store.check import check_folder
+from pytest_gpuperf._store import migrate, schema_versions
+from pytest_gpuperf._store.baselines import BaselineFile
+from pytest_gpuperf._store.check import check_folder
 from pytest_gpuperf.cli import main
 from pytest_gpuperf.compile.static import BudgetFile
-from pytest_gpuperf.store.reports import ReportFileError, load_report
+from pytest_gpuperf._store.reports import ReportFileError, load_report
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = {"median_s": 1e-5, "ci_low_s": 0.9e-5, "ci_high_s": 1.1e-5, "confidence": 0.99, "n": 40, "spread": 0.01,

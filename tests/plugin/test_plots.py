@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pytest
 
 from pytest_gpuperf.report import plots
-from pytest_gpuperf.store.reports import load_report
+from pytest_gpuperf._store.reports import load_report
 from pytest_gpuperf.report.plots import PlotsUnavailable, family_of, write_plots
 
 pytest.importorskip("matplotlib")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_gpuperf.cli import main
-from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore, Entry
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineStore, Entry
 
 KEY = "nvidia-h200-sm90-132sm-140gib"
 H200: dict[str, Any] = {"name": "NVIDIA H200", "key": KEY}

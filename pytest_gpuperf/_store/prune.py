@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from pytest_gpuperf._store.baselines import BaselineFile, module_file_name
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store.baselines import BaselineFile, module_file_name
 
 
 def collect_node_ids(paths: Sequence[str]) -> list[str]:

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_gpuperf import markdown as md
+from pytest_gpuperf._store.jsonio import finite_number, read_json, shown
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store.jsonio import finite_number, read_json, shown
 
 SCHEMA = "pytest-gpuperf/margins/1"
 KIND = "margins file"
@@ -193,7 +193,7 @@ class MarginsFile:
         return _dumps(self.to_json()) + "\n"
 
     def write(self) -> None:
-        from pytest_gpuperf.store.files import atomic_write_text
+        from pytest_gpuperf._store.files import atomic_write_text
 
         atomic_write_text(self.path, self.dumps())
 
@@ -377,7 +377,7 @@ def run_id(gpu: Gpu, created: str, commit: str | None) -> str:
 
 
 def measurements_of(report: Mapping[str, Any], path: str, commit: str | None = None) -> list[Measured]:
-    """Every comparison and figure of a loaded report (``store.reports.load_report``), one run per
+    """Every comparison and figure of a loaded report (``_store.reports.load_report``), one run per
     device it measured on. ``commit`` is used where the report records none (``provenance``)."""
     recorded = (report.get("provenance") or {}).get("commit")
     commit = recorded if isinstance(recorded, str) and recorded else commit
@@ -626,7 +626,7 @@ def command(
     markdown: bool = False,
 ) -> tuple[str, int]:
     """``gpuperf margins``: the output and the exit status (see ``cli.build_parser``)."""
-    from pytest_gpuperf.store.reports import load_report
+    from pytest_gpuperf._store.reports import load_report
 
     if file is None and (write or reset or only):
         raise UsageError("--write, --reset and --only update a margins file: name it with --file")

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_gpuperf._store import jsonio
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store import jsonio
 
 _STDERR_CHARS = 4000  # what is kept of git's complaint, for a message
 

@@ -28,16 +28,16 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from pytest_gpuperf._gates.stats import BATCH_FACTOR, Estimate, Interval, estimate_from_interval
-from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
-from pytest_gpuperf.store.files import (
+from pytest_gpuperf._store.files import (
     atomic_write_json,
     parse_json_object,
     read_json_object,
     stored_files,
     symlinked_component,
 )
-from pytest_gpuperf.store.jsonio import finite_number, shown
-from pytest_gpuperf.store.locks import hold
+from pytest_gpuperf._store.jsonio import finite_number, shown
+from pytest_gpuperf._store.locks import hold
+from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 
 SCHEMA = "pytest-gpuperf/baselines/1"
 LOCK_TIMEOUT_S = 120.0

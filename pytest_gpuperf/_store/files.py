@@ -11,9 +11,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf._store.jsonio import finite_payload, json_type, parse_text, read_json
+from pytest_gpuperf._store.private_dir import cache_folder
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.store.jsonio import finite_payload, json_type, parse_text, read_json
-from pytest_gpuperf.store.private_dir import cache_folder
 
 NOTES_FIELD = "notes"
 
@@ -109,7 +109,7 @@ def is_leftover(path: Path) -> bool:
 def private_dir(name: str) -> Path:
     """A folder of this user's only under the per-user cache root, for things the plugin later
     loads or runs: ``<cache root>/<name>``, created with mode 0700 and checked, as the build
-    caches are (see :func:`pytest_gpuperf.store.private_dir.cache_folder`)."""
+    caches are (see :func:`pytest_gpuperf._store.private_dir.cache_folder`)."""
     return cache_folder(name)
 
 

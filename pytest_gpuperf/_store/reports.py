@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf._store.baselines import schema_hint
+from pytest_gpuperf._store.jsonio import finite_number, json_type, read_json, shown
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store.baselines import schema_hint
-from pytest_gpuperf.store.jsonio import finite_number, json_type, read_json, shown
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
 
 
 class ReportFileError(GpuPerfError):
@@ -66,7 +66,7 @@ def validate_report(data: Any, path: Path) -> dict[str, Any]:
 
 def _older(data: dict[str, Any], path: Path) -> str | None:
     """The advice for a report of an older version that ``gpuperf migrate`` brings up to date."""
-    from pytest_gpuperf.store.schema_versions import CURRENT, MigrationError, parse_schema, readable
+    from pytest_gpuperf._store.schema_versions import CURRENT, MigrationError, parse_schema, readable
 
     try:
         found = parse_schema(data)
@@ -146,7 +146,7 @@ class _Checker:
             raise ReportFileError(
                 f"report file {self.path}: more than {MAX_REPORT_RESULTS:,} tests and results by {at}, more than "
                 "pytest-gpuperf reads; split the run into several reports "
-                "(or raise pytest_gpuperf.store.reports.MAX_REPORT_RESULTS)"
+                "(or raise pytest_gpuperf._store.reports.MAX_REPORT_RESULTS)"
             )
 
     def test(self, t: Any, at: str) -> None:

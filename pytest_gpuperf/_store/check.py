@@ -17,13 +17,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_gpuperf._store.baselines import BaselineFile
+from pytest_gpuperf._store.budgets import BUDGETS_FOLDER, READABLE_SCHEMAS, BudgetFile
+from pytest_gpuperf._store.files import is_leftover
+from pytest_gpuperf._store.jsonio import read_json, shown
+from pytest_gpuperf._store.layout import STORED_KINDS, kind_of, level_problem, schema_of
+from pytest_gpuperf._store.reports import validate_report
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store.baselines import BaselineFile
-from pytest_gpuperf.store.budgets import BUDGETS_FOLDER, READABLE_SCHEMAS, BudgetFile
-from pytest_gpuperf.store.files import is_leftover
-from pytest_gpuperf.store.jsonio import read_json, shown
-from pytest_gpuperf.store.layout import STORED_KINDS, kind_of, level_problem, schema_of
-from pytest_gpuperf.store.reports import validate_report
 
 IGNORED_SUFFIXES = (".lock",)  # filelock's lock files beside the baselines
 
@@ -130,7 +130,7 @@ def check_file(root: Path, path: Path, result: CheckResult) -> str | None:
 
 def _migrate_hint(path: Path, data: object) -> str:
     """'; run gpuperf migrate PATH' for a file of an older version that ``gpuperf migrate`` brings up to date."""
-    from pytest_gpuperf.store.schema_versions import CURRENT, MigrationError, parse_schema, readable
+    from pytest_gpuperf._store.schema_versions import CURRENT, MigrationError, parse_schema, readable
 
     try:
         found = parse_schema(data)

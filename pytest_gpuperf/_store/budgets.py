@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf._store.baselines import locked_for_writing
+from pytest_gpuperf._store.files import atomic_write_json, read_json_object
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.store.baselines import locked_for_writing
-from pytest_gpuperf.store.files import atomic_write_json, read_json_object
 
 __all__ = [
     "BUDGETS_FOLDER",

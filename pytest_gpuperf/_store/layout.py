@@ -14,11 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineStore
+from pytest_gpuperf._store.budgets import BUDGETS_FOLDER
+from pytest_gpuperf._store.files import stored_files
+from pytest_gpuperf._store.jsonio import parse_text, read_json
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
-from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore
-from pytest_gpuperf.store.budgets import BUDGETS_FOLDER
-from pytest_gpuperf.store.files import stored_files
-from pytest_gpuperf.store.jsonio import parse_text, read_json
 
 DEFAULT_DIR = "baselines"
 STORED_KINDS = ("baselines", "static-budgets")  # the kinds kept under a baselines folder

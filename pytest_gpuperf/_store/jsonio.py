@@ -73,7 +73,7 @@ def read_bytes(path: Path, kind: str, error: type[GpuPerfError], *, limit: int |
     except TooLarge:
         raise error(
             f"{kind} {path} is larger than {limit // (1024 * 1024)} MiB{' decompressed' if packed else ''}; "
-            "it is not a file pytest-gpuperf wrote (raise pytest_gpuperf.store.jsonio.MAX_JSON_BYTES to read it anyway)"
+            "it is not a file pytest-gpuperf wrote (raise pytest_gpuperf._store.jsonio.MAX_JSON_BYTES to read it anyway)"
         ) from None
     except (OSError, EOFError, zlib.error) as exc:  # damaged gzip data is zlib.error or EOFError
         raise error(f"{kind} {path} cannot be read: {exc}") from None
@@ -165,7 +165,7 @@ def parse_text(text: str, path: Path, kind: str, error: type[GpuPerfError], *, h
         raise error(
             f"{kind} {path} holds more than {MAX_JSON_ITEMS:,} array elements and object fields, so it was not "
             "parsed (a report would need millions of samples to be that large); "
-            "raise pytest_gpuperf.store.jsonio.MAX_JSON_ITEMS to read it anyway"
+            "raise pytest_gpuperf._store.jsonio.MAX_JSON_ITEMS to read it anyway"
         )
     repeated: list[_Repeated] = []
 

@@ -1,6 +1,6 @@
 """``gpuperf migrate PATH...``: files of an older schema version rewritten, in place, as the current one.
 
-The versions and the steps between them are :mod:`pytest_gpuperf.store.schema_versions`; a file of
+The versions and the steps between them are :mod:`pytest_gpuperf._store.schema_versions`; a file of
 any older version is brought up to date by applying the steps in order. A file already current is left untouched (not
 even rewritten); a version newer than ``CURRENT`` (written by a later pytest-gpuperf) or one with no
 chain of steps is an error naming the file, and nothing is changed.
@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf._store.baselines import BaselineFile, locked_for_writing
+from pytest_gpuperf._store.budgets import BudgetFile
+from pytest_gpuperf._store.files import temporary_beside
+from pytest_gpuperf._store.jsonio import GZIP_MAGIC, open_regular, read_json
+from pytest_gpuperf._store.reports import load_report
+from pytest_gpuperf._store.schema_versions import CURRENT, PREFIX, MigrationError, migrate_document, parse_schema
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store.baselines import BaselineFile, locked_for_writing
-from pytest_gpuperf.store.budgets import BudgetFile
-from pytest_gpuperf.store.files import temporary_beside
-from pytest_gpuperf.store.jsonio import GZIP_MAGIC, open_regular, read_json
-from pytest_gpuperf.store.reports import load_report
-from pytest_gpuperf.store.schema_versions import CURRENT, PREFIX, MigrationError, migrate_document, parse_schema
 
 
 @dataclass(frozen=True)

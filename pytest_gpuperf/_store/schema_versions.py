@@ -4,7 +4,7 @@ Every file pytest-gpuperf writes names its kind and version (``"schema": "pytest
 The version this pytest-gpuperf writes is the one of its writer (``CURRENT``). ``MIGRATIONS[kind][n]``
 turns a version ``n`` document into a version ``n + 1`` one, so a document of any older version is
 brought up to date by applying the steps in order (:func:`migrate_document`); ``gpuperf migrate``
-(:mod:`pytest_gpuperf.store.migrate`) does that to files in place.
+(:mod:`pytest_gpuperf._store.migrate`) does that to files in place.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pytest_gpuperf._store.baselines import SCHEMA as BASELINES_SCHEMA
+from pytest_gpuperf._store.budgets import BUDGET_SCHEMA
+from pytest_gpuperf._store.jsonio import shown
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store.baselines import SCHEMA as BASELINES_SCHEMA
-from pytest_gpuperf.store.budgets import BUDGET_SCHEMA
-from pytest_gpuperf.store.jsonio import shown
 
 REPORT_SCHEMA = "pytest-gpuperf/report/1"  # the JSON report (report/summary.py writes it, store/reports.py reads it)
 

@@ -33,9 +33,9 @@ from typing import Any
 
 from pytest_gpuperf._gates.levels import MIN_RUNS, find_levels, is_narrow, too_close
 from pytest_gpuperf._gates.stats import Estimate
+from pytest_gpuperf._store.baselines import BaselineStore, Entry, module_file_name, parse_estimate
+from pytest_gpuperf._store.jsonio import finite_number
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store.baselines import BaselineStore, Entry, module_file_name, parse_estimate
-from pytest_gpuperf.store.jsonio import finite_number
 
 Placed = list[tuple[Estimate, list[int]]]  # each level and the indexes of the reports its runs came from
 
@@ -214,7 +214,7 @@ def command(
 ) -> tuple[str, int]:
     """``gpuperf levels``: the output and the exit status (1 when ``write`` could not store a
     variant's levels; what was stored meanwhile is listed)."""
-    from pytest_gpuperf.store.reports import load_report
+    from pytest_gpuperf._store.reports import load_report
 
     if band <= 0:
         raise UsageError(f"--band must be above 0, got {band:g}: no run would be narrow enough to place at a level")

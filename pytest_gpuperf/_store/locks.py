@@ -30,8 +30,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from pytest_gpuperf._store.files import atomic_write_text
 from pytest_gpuperf.errors import GpuPerfError, LockTimeoutError, UnsafePathError
-from pytest_gpuperf.store.files import atomic_write_text
 
 __all__ = ["HOLDER_SUFFIX", "LOCK_DIR_ENV", "describe_holder", "hold", "hold_machine_wide", "machine_lock_dir"]
 
