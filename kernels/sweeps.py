@@ -2,7 +2,7 @@
 first, and the JSON file it writes, which names the GPU, the time (UTC) and the commit of this
 checkout, so a sweep's figures can be cited by date, GPU and commit as a test run's are.
 
-A sweep times each variant and launch shape on its own (``pytest_gpuperf.bench``), not
+A sweep times each variant and launch shape on its own (``pytest_gpuperf._timing.bench``), not
 interleaved: it backs launch settings, while the perf tests gate. Usage::
 
     parser = sweeps.parser("qkv", __doc__)
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.device import DeviceInfo
+    from pytest_gpuperf._timing.device import DeviceInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER_FIELDS = ("family", "gpu", "created", "provenance", "elapsed_s")  # the harness's, in every file
@@ -79,7 +79,7 @@ class SweepRun:
 def start(family: str, device: DeviceInfo | None = None) -> SweepRun:
     """Probe the GPU (the first CUDA device) unless given, print it, and start the clock."""
     if device is None:
-        from pytest_gpuperf.bench import device as first_device
+        from pytest_gpuperf._timing.bench import device as first_device
 
         device = first_device()
     print(f"device: {device.describe()}, key {device.key}", flush=True)

@@ -14,22 +14,22 @@ from pytest_gpuperf.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from pytest_gpuperf._gates.verdict import Verdict
+    from pytest_gpuperf._timing.results import Comparison, Measurement, Variant
+    from pytest_gpuperf._timing.streams import TimingStream
     from pytest_gpuperf.compile.static import GpuStatic
     from pytest_gpuperf.counters import GpuCounters
     from pytest_gpuperf.fixture import GpuPerf
-    from pytest_gpuperf.results import Comparison, Measurement, Variant
-    from pytest_gpuperf.timing.streams import TimingStream
 
 
 _LAZY = {
-    "Variant": "pytest_gpuperf.results",
-    "Measurement": "pytest_gpuperf.results",
-    "Comparison": "pytest_gpuperf.results",
+    "Variant": "pytest_gpuperf._timing.results",
+    "Measurement": "pytest_gpuperf._timing.results",
+    "Comparison": "pytest_gpuperf._timing.results",
     "Verdict": "pytest_gpuperf._gates.verdict",
     "GpuPerf": "pytest_gpuperf.fixture",
     "GpuCounters": "pytest_gpuperf.counters",
     "GpuStatic": "pytest_gpuperf.compile.static",
-    "TimingStream": "pytest_gpuperf.timing.streams",
+    "TimingStream": "pytest_gpuperf._timing.streams",
 }
 
 __all__ = [

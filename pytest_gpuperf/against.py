@@ -42,8 +42,8 @@ from typing import Any, TypeVar
 from pytest_gpuperf._store.files import private_dir
 from pytest_gpuperf._store.git_output import run_git
 from pytest_gpuperf._store.locks import hold
+from pytest_gpuperf._timing.results import Variant
 from pytest_gpuperf.errors import GpuPerfError, GpuPerfUsageError
-from pytest_gpuperf.results import Variant
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf._timing.device import DeviceInfo
 from pytest_gpuperf.errors import GpuPerfUsageError
 
 SHORTHAND_MARKERS = {"sm80": (8, 0), "sm90": (9, 0)}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf._timing.device import DeviceInfo
 from pytest_gpuperf.records import is_record
 from pytest_gpuperf.session import RECORD_KEY
 

@@ -708,7 +708,7 @@ class GpuCounters:
         """Profile several launches in one ncu run (cached per session); record what you use with ``record``."""
         import pytest
 
-        from pytest_gpuperf.device import DeviceInfo
+        from pytest_gpuperf._timing.device import DeviceInfo
 
         key = json.dumps(
             [target, dict(args or {}), kernel_regex, launch_count, launch_skip, list(metrics)], sort_keys=True

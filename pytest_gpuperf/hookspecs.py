@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.device import DeviceInfo, NoDevice
-    from pytest_gpuperf.timing.backend import TimingBackend
+    from pytest_gpuperf._timing.backend import TimingBackend
+    from pytest_gpuperf._timing.device import DeviceInfo, NoDevice
 
 
 @pytest.hookspec(firstresult=True)

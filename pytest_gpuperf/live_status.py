@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TextIO
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.timing.sampler import OnRounds
+    from pytest_gpuperf._timing.sampler import OnRounds
 
 REDRAW_EVERY_S = 0.25  # a terminal redrawn faster than this only flickers
 DOWN_AND_CLEAR = "\x1b[1B\r\x1b[2K"  # to the start of the line below, emptied

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,8 +22,8 @@ from pytest_gpuperf.errors import GpuPerfUsageError
 
 if TYPE_CHECKING:
     from pytest_gpuperf._gates.verdict import Bands
+    from pytest_gpuperf._timing.results import CacheMode
 
-CacheMode = Literal["cold", "hot"]
 
 ENV_PREFIX = "GPU_PERF_"
 MARKER = "gpu_perf"

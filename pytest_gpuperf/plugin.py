@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_gpuperf import arch, gpu_sharing, hookspecs, options
-from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf._timing.device import DeviceInfo
 from pytest_gpuperf.errors import GpuPerfError, GpuPerfUsageError
 from pytest_gpuperf.run_hooks import ROLE_KEY, RunHooks
 from pytest_gpuperf.session import SKIP_PREFIX, GpuPerfSession

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf.device import DeviceInfo, NoDevice
+from pytest_gpuperf._timing.device import DeviceInfo, NoDevice
 from pytest_gpuperf.options import Settings
 
 if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
     from pytest_gpuperf._store.baselines import BaselineStore, Change
+    from pytest_gpuperf._timing.backend import TimingBackend
+    from pytest_gpuperf._timing.health import HealthGuard
+    from pytest_gpuperf._timing.sampler import OnRounds, SamplingPolicy
     from pytest_gpuperf.live_status import LiveStatus
     from pytest_gpuperf.records import MeasurementRecord, Record
-    from pytest_gpuperf.timing.backend import TimingBackend
-    from pytest_gpuperf.timing.health import HealthGuard
-    from pytest_gpuperf.timing.sampler import OnRounds, SamplingPolicy
 
 PLUGIN_NAME = "gpu_perf_session"
 RECORD_KEY = "gpu_perf"  # key of the records carried in report.user_properties
@@ -89,7 +89,7 @@ class GpuPerfSession:
     @cached_property
     def guard(self) -> HealthGuard:
         """One per run: the wait budget for a quiet GPU is the run's."""
-        from pytest_gpuperf.timing.health import HealthGuard
+        from pytest_gpuperf._timing.health import HealthGuard
 
         return HealthGuard(quiet_wait_s=self.settings.quiet_wait, require_health=self.settings.require_health)
 
@@ -115,7 +115,7 @@ class GpuPerfSession:
     def device(self) -> DeviceInfo | NoDevice:
         """The GPU under test, probed once; a NoDevice (falsy) carries the reason there is none."""
         if self._device is None:
-            from pytest_gpuperf.timing.nvml import probe as nvml_probe
+            from pytest_gpuperf._timing.nvml import probe as nvml_probe
 
             ordinal = self.ordinal
             found = self.config.hook.pytest_gpuperf_device(config=self.config, ordinal=ordinal)
@@ -131,7 +131,7 @@ class GpuPerfSession:
             assert isinstance(device, DeviceInfo), "backend requested without a device"
             backend = self.config.hook.pytest_gpuperf_backend(config=self.config, device=device)
             if backend is None:
-                from pytest_gpuperf.timing.cupy_backend import CupyBackend
+                from pytest_gpuperf._timing.cupy_backend import CupyBackend
 
                 backend = CupyBackend(device)
             self._backend = backend
@@ -201,7 +201,7 @@ class GpuPerfSession:
         return self.backend.reference(kind)
 
     def policy(self, settings: Settings) -> SamplingPolicy:
-        from pytest_gpuperf.timing.sampler import SamplingPolicy
+        from pytest_gpuperf._timing.sampler import SamplingPolicy
 
         return SamplingPolicy(
             confidence=settings.confidence,
@@ -213,7 +213,7 @@ class GpuPerfSession:
     def copy_bandwidth(self) -> float:
         """Device-to-device copy bandwidth in bytes/s (bytes read + bytes written), measured once."""
         if self._copy_bandwidth is None:
-            from pytest_gpuperf.timing.sampler import measure
+            from pytest_gpuperf._timing.sampler import measure
 
             device = self.device
             assert isinstance(device, DeviceInfo)
@@ -288,8 +288,8 @@ class GpuPerfSession:
 
 def copy_variants(backend: TimingBackend, device: DeviceInfo) -> list[Any]:
     """Variants copying a buffer far larger than L2 with the SMs, for the copy-bandwidth roofline."""
-    from pytest_gpuperf.results import Variant
-    from pytest_gpuperf.roofline import copy_buffer_bytes, copy_launches
+    from pytest_gpuperf._timing.results import Variant
+    from pytest_gpuperf._timing.roofline import copy_buffer_bytes, copy_launches
 
     if getattr(backend, "name", "") != "cupy":
         return [Variant("device-copy", lambda: None, bytes=2 * copy_buffer_bytes(device))]

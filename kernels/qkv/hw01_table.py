@@ -61,7 +61,7 @@ def plan(arch: str, configs: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _arch() -> str:
-    from pytest_gpuperf.device import DeviceInfo, probe
+    from pytest_gpuperf._timing.device import DeviceInfo, probe
 
     device = probe(0)
     if not isinstance(device, DeviceInfo):

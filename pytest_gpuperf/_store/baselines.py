@@ -148,7 +148,7 @@ MAX_LOG = 100.0  # |log| of a time or a ratio: e^100 is far past any GPU time in
 # The bounds of a stored entry (docs/schemas.md states them). A value past them is no measurement
 # but a typo or a damaged file, and the gate would trust it: a median of 1e300 s makes any
 # slowdown an improvement, an interval of zero width makes any difference certain.
-MIN_TIME_S = 1e-7  # per launch; the sampler refuses times under 0.5 us (timing.sampler.MIN_LAUNCH_S)
+MIN_TIME_S = 1e-7  # per launch; the sampler refuses times under 0.5 us (_timing.sampler.MIN_LAUNCH_S)
 MAX_TIME_S = 1e3
 LOG_TIME = (math.log(MIN_TIME_S), math.log(MAX_TIME_S))  # an estimate's log_center, log seconds
 MAX_LOG_RATIO = math.log(MAX_TIME_S / MIN_TIME_S)  # |log(t / t_reference)| of a calibration or a level

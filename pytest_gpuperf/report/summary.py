@@ -13,8 +13,9 @@ from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 if TYPE_CHECKING:
     from pytest_gpuperf._gates.regression import RegressionCheck
     from pytest_gpuperf._store.baselines import Change, Entry
-    from pytest_gpuperf.records import ComparisonSummary, Record
-    from pytest_gpuperf.results import Comparison, Measurement
+    from pytest_gpuperf._timing.results import Comparison, Measurement
+    from pytest_gpuperf._timing.summaries import ComparisonSummary
+    from pytest_gpuperf.records import Record
 
 
 def fmt_time(seconds: float | None) -> str:

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gpuperf.device import GIB, DeviceInfo
-from pytest_gpuperf.results import CacheMode, ClockState, OtherActivity, OtherProcess, Variant
+from pytest_gpuperf._timing import streams
+from pytest_gpuperf._timing.backend import Prepared
+from pytest_gpuperf._timing.cupy_backend import check_captured_work
+from pytest_gpuperf._timing.device import GIB, DeviceInfo
+from pytest_gpuperf._timing.results import CacheMode, ClockState, OtherActivity, OtherProcess, Variant
 from pytest_gpuperf.testing import noise as noise_models
-from pytest_gpuperf.timing import streams
-from pytest_gpuperf.timing.backend import Prepared
-from pytest_gpuperf.timing.cupy_backend import check_captured_work
 
 __all__ = ["FakeBackend", "fake_device"]
 
@@ -139,7 +139,7 @@ class FakeBackend:
         escaped = self._escaped.get(variant.name, 0)
         trace = None
         if escaped:
-            from pytest_gpuperf.timing.audit import StreamTrace
+            from pytest_gpuperf._timing.audit import StreamTrace
 
             trace = StreamTrace(on_stream=nodes, elsewhere={7: ["fake_side_kernel"] * escaped})
         check_captured_work(variant.name, "graph", nodes, trace)

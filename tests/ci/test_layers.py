@@ -12,14 +12,15 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 
 # Bottom to top; a top-level module or folder of pytest_gpuperf per name.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "device", "records", "version", "_gates", "numerics", "markdown"}),
-    frozenset({"arch", "_store"}),
+    frozenset({"errors", "version", "_gates", "numerics", "markdown"}),
+    frozenset({"_store"}),
+    frozenset({"_timing"}),
+    frozenset({"records", "arch"}),
     frozenset({"options"}),
-    frozenset({"results", "strategies"}),
-    frozenset({"timing", "against"}),
+    frozenset({"strategies", "against"}),
     frozenset({"testing"}),
-    frozenset({"report", "bench", "live_status", "hookspecs"}),
-    frozenset({"roofline", "cli"}),
+    frozenset({"report", "live_status", "hookspecs"}),
+    frozenset({"cli"}),
     frozenset({"session"}),
     frozenset({"fixture", "counters", "compile", "run_hooks", "benchmark_interop", "gpu_sharing"}),
     frozenset({"plugin", "__init__"}),

@@ -25,7 +25,7 @@ from pytest_gpuperf._store.levels import levels_json
 from pytest_gpuperf.options import BY_NAME
 from pytest_gpuperf._gates.regression import check_regression
 from pytest_gpuperf.testing import FakeBackend, noise
-from pytest_gpuperf.timing import SamplingPolicy, compare, measure
+from pytest_gpuperf._timing.sampler import SamplingPolicy, compare, measure
 
 T0 = 10e-6  # the kernel: 10 us per launch
 POLICY = SamplingPolicy()  # the defaults a user gets

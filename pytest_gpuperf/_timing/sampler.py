@@ -37,10 +37,10 @@ from pytest_gpuperf._gates.stats import (
     relative_spread,
 )
 from pytest_gpuperf._gates.verdict import Verdict, speedup_verdict
+from pytest_gpuperf._timing.backend import Prepared, TimingBackend
+from pytest_gpuperf._timing.health import HealthGuard
+from pytest_gpuperf._timing.results import CacheMode, Calibration, ClockState, Comparison, Health, Measurement, Variant
 from pytest_gpuperf.errors import GpuContended, GpuPerfError, InvalidSample
-from pytest_gpuperf.results import CacheMode, Calibration, ClockState, Comparison, Health, Measurement, Variant
-from pytest_gpuperf.timing.backend import Prepared, TimingBackend
-from pytest_gpuperf.timing.health import HealthGuard
 
 MAX_KEPT_CLOCK_STATES = 6
 # No launch that does GPU work takes less: an empty kernel replayed from a CUDA graph takes

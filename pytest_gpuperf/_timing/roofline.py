@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf._timing.device import DeviceInfo
 
 COPY_SOURCE = r"""
 // Each thread moves UNROLL 16-byte words per step, all loads issued before the stores.
@@ -93,7 +93,7 @@ def copy_launches(device: DeviceInfo) -> tuple[list[tuple[str, Any]], int]:
 
 def copy_bandwidth(ordinal: int = 0) -> float:
     """Measured device-to-device copy bandwidth of GPU ``ordinal`` in bytes/s (read + write): the best of a few configurations."""
-    from pytest_gpuperf.bench import device, time_callable
+    from pytest_gpuperf._timing.bench import device, time_callable
 
     launches, moved = copy_launches(device(ordinal))
     times = [time_callable(fn, name=name, cache="hot", bytes=moved, ordinal=ordinal).median_s for name, fn in launches]

@@ -6,11 +6,11 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf._timing.device import DeviceInfo
+from pytest_gpuperf._timing.nvml import probe
+from pytest_gpuperf._timing.results import CacheMode, Comparison, Measurement, Variant
+from pytest_gpuperf._timing.sampler import SamplingPolicy, compare, measure
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.results import CacheMode, Comparison, Measurement, Variant
-from pytest_gpuperf.timing.nvml import probe
-from pytest_gpuperf.timing.sampler import SamplingPolicy, compare, measure
 
 
 @functools.cache
@@ -18,7 +18,7 @@ def _backend(ordinal: int) -> tuple[DeviceInfo, Any]:
     device = probe(ordinal)
     if not isinstance(device, DeviceInfo):
         raise GpuPerfError(f"no GPU to time on: {device.reason}")
-    from pytest_gpuperf.timing.cupy_backend import CupyBackend
+    from pytest_gpuperf._timing.cupy_backend import CupyBackend
 
     return device, CupyBackend(device)
 

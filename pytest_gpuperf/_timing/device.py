@@ -76,7 +76,7 @@ class NoDevice:
 
 def probe(ordinal: int) -> DeviceInfo | NoDevice:
     """Describe CUDA device ``ordinal`` through CuPy, or the driver without it
-    (``timing.nvml.enrich`` adds what NVML knows)."""
+    (``nvml.enrich`` adds what NVML knows)."""
     try:
         import cupy
     except ImportError:

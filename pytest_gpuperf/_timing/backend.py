@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pytest_gpuperf.results import CacheMode, ClockState, OtherActivity, Variant
+from pytest_gpuperf._timing.results import CacheMode, ClockState, OtherActivity, Variant
 
 
 @dataclass

@@ -7,11 +7,10 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_gpuperf._gates.stats import Estimate, Interval, LevelShift
 from pytest_gpuperf._gates.verdict import Verdict
-from pytest_gpuperf.options import CacheMode
 
 __all__ = [
     "CacheMode",
@@ -26,11 +25,13 @@ __all__ = [
     "Health",
 ]
 
+CacheMode = Literal["cold", "hot"]  # cold: caches flushed before every sample
+
 if TYPE_CHECKING:
-    from pytest_gpuperf.records import ComparisonSummary, MeasurementSummary
+    from pytest_gpuperf._timing.summaries import ComparisonSummary, MeasurementSummary
 
 
-# -- the GPU's state while it was measured (NVML; timing/nvml.py and timing/health.py read it) --
+# -- the GPU's state while it was measured (NVML; nvml.py and health.py read it) --
 @dataclass(frozen=True)
 class ClockState:
     """Clock and throttle state of the GPU at one instant (from NVML)."""

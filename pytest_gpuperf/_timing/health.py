@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pytest_gpuperf._timing.results import Health, OtherActivity
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.results import Health, OtherActivity
 
 POLL_S = 1.0  # between looks at a busy GPU
 # NVML's per-process utilization samples arrive about once a second, so a look at the GPU spans

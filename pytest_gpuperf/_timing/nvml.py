@@ -16,9 +16,9 @@ import os
 import time
 from typing import Any
 
-from pytest_gpuperf.device import DeviceInfo, NoDevice
-from pytest_gpuperf.device import probe as device_probe
-from pytest_gpuperf.results import ClockState, OtherActivity, OtherProcess
+from pytest_gpuperf._timing.device import DeviceInfo, NoDevice
+from pytest_gpuperf._timing.device import probe as device_probe
+from pytest_gpuperf._timing.results import ClockState, OtherActivity, OtherProcess
 
 # NVML clock-event reason bits (nvml.h: nvmlClocksEventReason*).
 _REASON_BITS = {

@@ -37,13 +37,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf._timing import audit, graphs, streams
+from pytest_gpuperf._timing.backend import Prepared
+from pytest_gpuperf._timing.device import DeviceInfo
+from pytest_gpuperf._timing.health import LOOKBACK_S
+from pytest_gpuperf._timing.nvml import GpuMonitor
+from pytest_gpuperf._timing.results import CacheMode, ClockState, OtherActivity, Variant
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.results import CacheMode, ClockState, OtherActivity, Variant
-from pytest_gpuperf.timing import audit, graphs, streams
-from pytest_gpuperf.timing.backend import Prepared
-from pytest_gpuperf.timing.health import LOOKBACK_S
-from pytest_gpuperf.timing.nvml import GpuMonitor
 
 MAX_BATCH = 2048
 STREAM_CHECK_LAUNCHES = 3
