@@ -89,7 +89,7 @@ def blind_notes(records: Iterable[Record]) -> Counter[str]:
     """How many regression checks carry each note of a check blind to its tolerance."""
     notes: Counter[str] = Counter()
     for r in records:
-        reg = r["regression"] if r["kind"] == "measurement" else None
+        reg = r.get("regression") if r["kind"] == "measurement" else None
         if reg and reg.get("tolerance_blind") and isinstance(reg.get("note"), str):
             notes[reg["note"]] += 1
     return notes
