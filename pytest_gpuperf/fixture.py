@@ -12,7 +12,7 @@ import pytest
 
 from pytest_gpuperf._gates.regression import check_against, check_regression
 from pytest_gpuperf._gates.verdict import Verdict
-from pytest_gpuperf._store.baselines import Entry
+from pytest_gpuperf._store.baselines import BaselineEntry
 from pytest_gpuperf._timing import sampler
 from pytest_gpuperf._timing.device import DeviceInfo
 from pytest_gpuperf._timing.results import Comparison, Measurement, Variant
@@ -301,7 +301,7 @@ class GpuPerf:
         self._emit(record)
         return failure
 
-    def _levels_kept(self, m: Measurement, old: Entry | None) -> dict[str, Any] | None:
+    def _levels_kept(self, m: Measurement, old: BaselineEntry | None) -> dict[str, Any] | None:
         """The stored levels of the entry ``m`` replaces, when ``m`` sits at one of them (so they
         still describe the kernel); otherwise the update drops them and says so."""
         if old is None or old.levels() is None:

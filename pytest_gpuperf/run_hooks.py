@@ -135,6 +135,7 @@ class RunHooks:
         if self.s.is_worker:
             return
         from pytest_gpuperf.report.summary import format_changes, health_lines, summary_rows, time_lines, verdict_counts
+        from pytest_gpuperf.report.table import text_table
         from pytest_gpuperf.report.undecided import blind_lines, groups, undecided
 
         tr = terminalreporter
@@ -144,9 +145,8 @@ class RunHooks:
         if len(rows) > 1 or self.s.skip_reasons or health or inconclusive or any(o.error for o in self.written):
             tr.write_sep("=", "gpu-perf summary")
         if len(rows) > 1:
-            widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-            for r in rows:
-                tr.write_line("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip())
+            for line in text_table(rows).splitlines():
+                tr.write_line(line)
             counts = verdict_counts(self.s.records)
             tr.write_line("verdicts: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
         for heading, group in inconclusive:  # every one: an undecided result passes, so this is where it shows

@@ -18,7 +18,7 @@ from pytest_gpuperf._timing.device import DeviceInfo, NoDevice
 from pytest_gpuperf.options import Settings
 
 if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
-    from pytest_gpuperf._store.baselines import BaselineStore, Change
+    from pytest_gpuperf._store.baselines import BaselineChange, BaselineStore
     from pytest_gpuperf._timing.backend import TimingBackend
     from pytest_gpuperf._timing.health import HealthGuard
     from pytest_gpuperf._timing.sampler import OnRounds, SamplingPolicy
@@ -70,7 +70,7 @@ class GpuPerfSession:
     settings: Settings
     records: list[Record] = field(default_factory=list)
     skip_reasons: Counter[str] = field(default_factory=Counter)
-    baseline_changes: list[Change] = field(default_factory=list)
+    baseline_changes: list[BaselineChange] = field(default_factory=list)
     _device: DeviceInfo | NoDevice | None = None
     _backend: TimingBackend | None = None
     _copy_bandwidth: float | None = None
@@ -236,10 +236,10 @@ class GpuPerfSession:
         that is not stored (an entry the reader would refuse, a file that could not be written)
         gets the verdict "not recorded" and the reason in its record and in ``not_recorded``.
         """
-        from pytest_gpuperf._store.baselines import Entry
+        from pytest_gpuperf._store.baselines import BaselineEntry
         from pytest_gpuperf.report.outputs import attempt
 
-        grouped: dict[tuple[str, str], dict[str, Entry]] = {}
+        grouped: dict[tuple[str, str], dict[str, BaselineEntry]] = {}
         measured: dict[tuple[str, str], list[MeasurementRecord]] = {}
         devices: dict[str, dict[str, Any]] = {}
         for r in self.records:
@@ -248,7 +248,7 @@ class GpuPerfSession:
             if r["verdict"] == "contended":
                 self.not_recorded.append(f"{r['key']}: contended (other processes used the GPU)")
                 continue
-            entry = Entry.from_measurement(r["measurement"])
+            entry = BaselineEntry.from_measurement(r["measurement"])
             if "levels" in r:
                 entry = entry.with_extra(levels=r["levels"])
             problem = entry.problem()
@@ -264,7 +264,9 @@ class GpuPerfSession:
         outcomes = []
         for (device_key, module), entries in sorted(grouped.items()):
 
-            def update(device_key: str = device_key, module: str = module, entries: dict[str, Entry] = entries) -> str:
+            def update(
+                device_key: str = device_key, module: str = module, entries: dict[str, BaselineEntry] = entries
+            ) -> str:
                 changes = self.store.update(device_key, module, devices[device_key], entries, source)
                 self.baseline_changes.extend(changes)
                 return f"{len(changes)} entries"

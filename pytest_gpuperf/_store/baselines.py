@@ -45,7 +45,7 @@ _NUMBER_FIELDS = ("median_s", "ci_low_s", "ci_high_s")
 
 
 @dataclass(frozen=True)
-class Entry:
+class BaselineEntry:
     """A stored measurement of one variant of one test."""
 
     median_s: float
@@ -63,11 +63,11 @@ class Entry:
     def interval(self) -> Interval:
         return Interval(self.median_s, self.ci_low_s, self.ci_high_s, self.confidence)
 
-    def with_provenance(self, provenance: Mapping[str, Any]) -> Entry:
+    def with_provenance(self, provenance: Mapping[str, Any]) -> BaselineEntry:
         """This entry stamped with the commit (and dirty flag) of the code that measured it."""
         return self.with_extra(source={k: provenance.get(k) for k in ("commit", "dirty")})
 
-    def with_extra(self, **fields: Any) -> Entry:
+    def with_extra(self, **fields: Any) -> BaselineEntry:
         return dataclasses.replace(self, extra={**self.extra, **fields})
 
     def estimate(self) -> Estimate:
@@ -118,7 +118,7 @@ class Entry:
         return data
 
     @classmethod
-    def from_measurement(cls, m: Mapping[str, Any]) -> Entry:
+    def from_measurement(cls, m: Mapping[str, Any]) -> BaselineEntry:
         """From a Measurement summary (``Measurement.summary()``)."""
         kept = ("bytes", "flops", "batch", "throttled", "sm_clock_mhz", "estimate", "calibration")
         extra = {k: m[k] for k in kept if m.get(k) is not None}
@@ -323,13 +323,13 @@ def schema_hint(schema: Any, wanted: str) -> str:
     return f"written by another schema version, {schema}; read it with the pytest-gpuperf version that wrote it"
 
 
-def _parse_entry(path: Path, key: str, raw: Any) -> Entry:
+def _parse_entry(path: Path, key: str, raw: Any) -> BaselineEntry:
     problem = entry_problem(raw)
     if problem:
         field_name, text = problem
         raise _fail(path, f"entries.{key}" + (f".{field_name}" if field_name else ""), text)
     known = {"median_s", "ci_low_s", "ci_high_s", "confidence", "n", "spread", "mode", "method", "recorded_at"}
-    return Entry(
+    return BaselineEntry(
         median_s=float(raw["median_s"]),
         ci_low_s=float(raw["ci_low_s"]),
         ci_high_s=float(raw["ci_high_s"]),
@@ -347,7 +347,7 @@ def _parse_entry(path: Path, key: str, raw: Any) -> Entry:
 class BaselineFile:
     path: Path
     device: dict[str, Any]
-    entries: dict[str, Entry]
+    entries: dict[str, BaselineEntry]
 
     @classmethod
     def read(cls, path: Path) -> BaselineFile | None:
@@ -381,13 +381,13 @@ class BaselineFile:
 
 
 @dataclass(frozen=True)
-class Change:
+class BaselineChange:
     """One entry written by an update: old is None for a new entry."""
 
     file: str
     key: str
-    old: Entry | None
-    new: Entry
+    old: BaselineEntry | None
+    new: BaselineEntry
 
     @property
     def delta(self) -> float | None:
@@ -472,7 +472,7 @@ class BaselineStore:
             self._cache[path] = BaselineFile.read(path)
         return self._cache[path]
 
-    def lookup(self, device_key: str, module_path: str, key: str) -> Entry | None:
+    def lookup(self, device_key: str, module_path: str, key: str) -> BaselineEntry | None:
         f = self.load(device_key, module_path)
         return f.entries.get(key) if f else None
 
@@ -481,14 +481,14 @@ class BaselineStore:
         device_key: str,
         module_path: str,
         device: Mapping[str, Any],
-        entries: Mapping[str, Entry],
+        entries: Mapping[str, BaselineEntry],
         provenance: Mapping[str, Any] | None = None,
-    ) -> list[Change]:
+    ) -> list[BaselineChange]:
         """Merge ``entries`` into the file under a lock; return what changed."""
         path = self.path_for(device_key, module_path)
         with locked_for_writing(path, self.root):
             current = BaselineFile.read(path) or BaselineFile(path, dict(device), {})
-            changes = [Change(str(path), k, current.entries.get(k), e) for k, e in sorted(entries.items())]
+            changes = [BaselineChange(str(path), k, current.entries.get(k), e) for k, e in sorted(entries.items())]
             if provenance:
                 entries = {k: e.with_provenance(provenance) for k, e in entries.items()}
             current.entries.update(entries)

@@ -1,4 +1,4 @@
-"""``gpuperf check [DIR]``: every file under a folder validated as the kind its schema names.
+"""Every file under a folder validated as the kind its schema names (``gpuperf check``).
 
 Timing baselines (``pytest-gpuperf/baselines/1``) go through ``BaselineFile.validate``, the
 compile-time budgets (``static-budgets/1`` and ``/2``) through ``BudgetFile.read`` and saved
@@ -34,11 +34,6 @@ class CheckResult:
     problems: list[str] = field(default_factory=list)
     kinds: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # harmless findings: temporary files of killed writers
-
-    def summary(self, root: Path) -> str:
-        counts = ", ".join(f"{kind}: {n}" for kind, n in sorted(self.kinds.items())) or "none of ours"
-        verdict = f"{len(self.problems)} problem(s)" if self.problems else "all valid"
-        return f"{root}: {self.files} file(s) checked ({counts}): {verdict}"
 
 
 def check_folder(root: Path) -> CheckResult:

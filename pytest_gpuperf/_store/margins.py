@@ -4,7 +4,7 @@ A margins file (``kernels/<family>/margins.json`` in this repository) holds, per
 one entry per gated comparison: the margin, the test it gates, the rule that derived it, the runs
 the rule looked at (``over``) and the evidence, the lowest interval among them with its GPU,
 date and commit. ``gpuperf margins`` derives entries from saved ``--gpu-perf-json`` reports
-(see ``cli.py``) and renders a file as a table for a README.
+and renders a file as a table for a README.
 
 The rule leaves 5% of headroom below the lowest lower end measured, rounded down to a hundredth::
 
@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_gpuperf import markdown as md
 from pytest_gpuperf._store.jsonio import finite_number, read_json, shown
 from pytest_gpuperf.errors import GpuPerfError
 
@@ -66,7 +65,7 @@ class Gpu:
 
 
 @dataclass(frozen=True)
-class Run:
+class MarginRun:
     """One pytest run whose report margins were derived from."""
 
     id: str
@@ -117,7 +116,7 @@ class Evidence:
 
 
 @dataclass(frozen=True)
-class Entry:
+class MarginEntry:
     """One gated margin. ``fast``/``baseline`` name the interleaved comparison's variants;
     ``figure`` instead names a recorded figure the margin is a floor of. ``value`` None means
     not gated on this architecture, and then ``reason`` says why."""
@@ -164,8 +163,8 @@ class Entry:
 class MarginsFile:
     path: Path
     family: str
-    runs: dict[str, Run] = field(default_factory=dict)
-    entries: dict[str, dict[str, Entry]] = field(default_factory=dict)  # arch -> key -> entry
+    runs: dict[str, MarginRun] = field(default_factory=dict)
+    entries: dict[str, dict[str, MarginEntry]] = field(default_factory=dict)  # arch -> key -> entry
     about: str | None = None
 
     # -- reading and writing ----------------------------------------------------------------
@@ -198,7 +197,7 @@ class MarginsFile:
         atomic_write_text(self.path, self.dumps())
 
     # -- what the families and the tests read ------------------------------------------------
-    def all_entries(self) -> Iterable[Entry]:
+    def all_entries(self) -> Iterable[MarginEntry]:
         for table in self.entries.values():
             yield from table.values()
 
@@ -252,12 +251,12 @@ class MarginsFile:
         return found
 
     # -- deriving from reports -----------------------------------------------------------------
-    def derive(self, measured: Sequence[Measured], only: Sequence[str] = (), reset: bool = False) -> list[Change]:
+    def derive(self, measured: Sequence[Measured], only: Sequence[str] = (), reset: bool = False) -> list[MarginChange]:
         """Update the entries (those matching the globs ``only``, or all) from ``measured``:
         each takes the lowest of its recorded evidence (none with ``reset``) and the new
         measurements of its test, and the rule's margin from it. Returns one change per entry
         that any measurement touched."""
-        changes: list[Change] = []
+        changes: list[MarginChange] = []
         for arch, table in self.entries.items():
             for key, e in list(table.items()):
                 if only and not any(fnmatch.fnmatchcase(key, g) for g in only):
@@ -282,7 +281,7 @@ class MarginsFile:
                     reason=None,
                 )
                 table[key] = new
-                changes.append(Change(e, new))
+                changes.append(MarginChange(e, new))
         if reset:
             used = {rid for e in self.all_entries() for rid in e.over}
             self.runs = {rid: run for rid, run in self.runs.items() if rid in used}
@@ -290,9 +289,9 @@ class MarginsFile:
 
 
 @dataclass(frozen=True)
-class Change:
-    old: Entry
-    new: Entry
+class MarginChange:
+    old: MarginEntry
+    new: MarginEntry
 
 
 def _dumps(value: Any, indent: str = "") -> str:
@@ -320,7 +319,7 @@ def _is_date(text: str) -> bool:
 class Measured:
     """One comparison or figure of one test in one report."""
 
-    run: Run
+    run: MarginRun
     test: str
     estimate: float
     fast: str | None = None
@@ -334,7 +333,7 @@ class Measured:
     def low(self) -> float:
         return self.estimate if self.ci_low is None else self.ci_low
 
-    def matches(self, e: Entry) -> bool:
+    def matches(self, e: MarginEntry) -> bool:
         if self.test != e.test:
             return False
         if e.figure is not None:
@@ -383,9 +382,9 @@ def measurements_of(report: Mapping[str, Any], path: str, commit: str | None = N
     commit = recorded if isinstance(recorded, str) and recorded else commit
     created = str(report.get("created") or "")
     devices: Mapping[str, Any] = report.get("devices") or {}
-    runs: dict[str, Run] = {}
+    runs: dict[str, MarginRun] = {}
 
-    def run_for(device_key: str | None) -> Run | None:
+    def run_for(device_key: str | None) -> MarginRun | None:
         if device_key is None:
             if len(devices) != 1:
                 return None
@@ -394,7 +393,7 @@ def measurements_of(report: Mapping[str, Any], path: str, commit: str | None = N
             d = devices.get(device_key) or {}
             major, _, minor = str(d.get("compute_capability", "")).partition(".")
             gpu = Gpu(str(d.get("name", device_key)), f"sm{major}{minor}")
-            runs[device_key] = Run(run_id(gpu, created, commit), gpu, created, commit, path)
+            runs[device_key] = MarginRun(run_id(gpu, created, commit), gpu, created, commit, path)
         return runs[device_key]
 
     out: list[Measured] = []
@@ -438,73 +437,6 @@ def lowest_by_test(measured: Iterable[Measured]) -> dict[tuple[str, str, str], M
     return lowest
 
 
-# -- tables ------------------------------------------------------------------------------------
-def interval_text(estimate: float, low: float | None, high: float | None) -> str:
-    return f"{estimate:.4f}x" if low is None else f"{estimate:.4f}x [{low:.4f}, {high:.4f}]"
-
-
-def _fmt_margin(value: float | None) -> str:
-    return "not gated" if value is None else f"{value:.2f}"
-
-
-def claim(e: Entry) -> str:
-    """What the gate asserts, in words: a speedup of at least, or a slowdown of at most, so much."""
-    v = e.value
-    if v is None:
-        return "-"
-    if e.figure:
-        return f"{e.figure} >= {v:.2f}"
-    if v == 1:
-        return "not slower"
-    if v >= 1.5:
-        return f"{v:.2f}x as fast or more"
-    if v > 1:
-        return f"faster by {100 * (v - 1):.0f}% or more"
-    return f"slower by {100 * (1 / v - 1):.0f}% at most"
-
-
-def entry_rows(margins: MarginsFile, arch: str | None = None) -> list[list[str]]:
-    """One row per entry (of ``arch`` only, without the arch column, when given): gate, margin,
-    its claim, the lowest measured and where: GPU, date, commit."""
-    head = ["gate", "margin", "claims", "lowest measured", "GPU", "date", "commit"]
-    rows = [head if arch else ["arch", *head]]
-    for e in margins.all_entries():
-        if arch is not None and e.arch != arch:
-            continue
-        ev = e.evidence
-        if ev is None:
-            cells = [e.key, _fmt_margin(e.value), claim(e), "-", "-", "-", "-"]
-        else:
-            measured = f"{ev.estimate:.4f}" if e.figure else interval_text(ev.estimate, ev.ci_low, ev.ci_high)
-            commit = (ev.commit or "-")[:7] + ("*" if ev.commit_of == "margin" else "")
-            gpu = ev.gpu.name.removeprefix("NVIDIA ") if arch else ev.gpu.name
-            cells = [e.key, _fmt_margin(e.value), claim(e), measured, gpu, ev.date, commit]
-        rows.append(cells if arch else [e.arch, *cells])
-    return rows
-
-
-MARGIN_COMMIT_NOTE = "* the run recorded no commit: the commit that set the margin"
-
-
-def markdown_table(rows: Sequence[Sequence[str]], code: Sequence[str] = ("gate", "test")) -> str:
-    """GitHub-flavoured markdown; the columns named in ``code`` set as code, every value escaped
-    (``pytest_gpuperf.markdown``): a key or test id from a margins file cannot break out of its cell."""
-    head = rows[0]
-    align = ["---:" if h == "margin" else "---" for h in head]
-
-    def cell(text: str, column: str) -> str:
-        return md.code(text, cell=True) if column in code and text != "-" else md.text(text, inline=True)
-
-    lines = ["| " + " | ".join(md.text(h, inline=True) for h in head) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(cell(c, h) for c, h in zip(r, head, strict=True)) + " |" for r in rows[1:]]
-    return "\n".join(lines) + "\n"
-
-
-def text_table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows) + "\n"
-
-
 # -- parsing -------------------------------------------------------------------------------------
 class _Reader:
     """Raises MarginsFileError at the first field of the wrong type, naming it as ``margins.sm90.<key>.value``."""
@@ -546,7 +478,7 @@ class _Reader:
         if d.get("schema") != SCHEMA:
             raise self.fail("schema", repr(SCHEMA), d.get("schema"))
         runs = {rid: self.run(rid, r, f"runs.{rid}") for rid, r in self.obj(d.get("runs", {}), "runs").items()}
-        entries: dict[str, dict[str, Entry]] = {}
+        entries: dict[str, dict[str, MarginEntry]] = {}
         for arch, table in self.obj(d.get("margins"), "margins").items():
             at = f"margins.{arch}"
             entries[arch] = {key: self.entry(arch, key, e, f"{at}.{key}") for key, e in self.obj(table, at).items()}
@@ -558,9 +490,9 @@ class _Reader:
             self.text(d.get("about"), "about", optional=True),
         )
 
-    def run(self, rid: str, value: Any, at: str) -> Run:
+    def run(self, rid: str, value: Any, at: str) -> MarginRun:
         d = self.obj(value, at)
-        return Run(
+        return MarginRun(
             rid,
             self.gpu(d.get("gpu"), f"{at}.gpu"),
             self.text(d.get("created"), f"{at}.created"),
@@ -568,7 +500,7 @@ class _Reader:
             self.text(d.get("report"), f"{at}.report", optional=True),
         )
 
-    def entry(self, arch: str, key: str, value: Any, at: str) -> Entry:
+    def entry(self, arch: str, key: str, value: Any, at: str) -> MarginEntry:
         d = self.obj(value, at)
         figure = self.text(d.get("figure"), f"{at}.figure", optional=True)
         fast = self.text(d.get("fast"), f"{at}.fast", optional=figure is not None)
@@ -577,7 +509,7 @@ class _Reader:
         if not isinstance(over, list) or not all(isinstance(r, str) for r in over):
             raise self.fail(f"{at}.over", "a list of run ids", over)
         ev = d.get("evidence")
-        return Entry(
+        return MarginEntry(
             key,
             arch,
             self.text(d.get("test"), f"{at}.test"),
@@ -608,106 +540,3 @@ class _Reader:
             self.maybe_number(d.get("ci_high"), f"{at}.ci_high"),
             self.maybe_number(d.get("confidence"), f"{at}.confidence"),
         )
-
-
-# -- the command ---------------------------------------------------------------------------------
-class UsageError(Exception):
-    """Arguments that do not fit together; the CLI turns it into its usage error."""
-
-
-def command(
-    reports: Sequence[Path],
-    file: Path | None,
-    *,
-    only: Sequence[str] = (),
-    commit: str | None = None,
-    reset: bool = False,
-    write: bool = False,
-    markdown: bool = False,
-) -> tuple[str, int]:
-    """``gpuperf margins``: the output and the exit status (see ``cli.build_parser``)."""
-    from pytest_gpuperf._store.reports import load_report
-
-    if file is None and (write or reset or only):
-        raise UsageError("--write, --reset and --only update a margins file: name it with --file")
-    if file is None and not reports:
-        raise UsageError("margins takes one or more reports, a margins file (--file), or both")
-    if write and not reports:
-        raise UsageError("--write needs reports to derive the margins from")
-    measured = [m for r in reports for m in measurements_of(load_report(r), _shown_path(r), commit)]
-    render = markdown_table if markdown else text_table
-    if file is None:
-        rows = [["arch", "test", "compared", "margin", "lowest measured", "GPU", "date", "commit"]]
-        for (arch, test, what), m in sorted(lowest_by_test(measured).items()):
-            r = m.run
-            rows.append(
-                [
-                    arch,
-                    test,
-                    what,
-                    f"{margin_rule(m.low):.2f}",
-                    interval_text(m.estimate, m.ci_low, m.ci_high),
-                    r.gpu.name,
-                    r.date,
-                    (r.commit or "-")[:7],
-                ]
-            )
-        if len(rows) == 1:
-            return "no interleaved comparisons in these reports\n", 0
-        return render(rows) + f"\n{FORMULA} of the lowest interval per test, over {len(reports)} report(s)\n", 0
-
-    margins = MarginsFile.read(file)
-    if not reports:
-        problems = margins.problems()
-        if markdown:  # a table per architecture, for a README
-            tables = [(arch, entry_rows(margins, arch)) for arch in margins.entries]
-            text = "\n".join(f"**{md.text(arch, inline=True)}**\n\n" + markdown_table(rows) for arch, rows in tables)
-            starred = any(r[-1].endswith("*") for _, rows in tables for r in rows)
-        else:
-            rows = entry_rows(margins)
-            text = text_table(rows)
-            starred = any(r[-1].endswith("*") for r in rows)
-        if starred:
-            text += ("\n\\" if markdown else "") + MARGIN_COMMIT_NOTE + "\n"
-        text += "".join(f"ERROR {p}\n" for p in problems)
-        return text, 1 if problems else 0
-
-    changes = margins.derive(measured, only=only, reset=reset)
-    unknown = sorted({m.run.report or m.run.id for m in measured if not m.run.commit})
-    rows = [["arch", "gate", "was", "margin", "lowest measured", "GPU", "date", "commit"]]
-    for c in changes:
-        ev = c.new.evidence
-        assert ev is not None  # derive always sets it
-        rows.append(
-            [
-                c.new.arch,
-                c.new.key,
-                _fmt_margin(c.old.value),
-                _fmt_margin(c.new.value),
-                interval_text(ev.estimate, ev.ci_low, ev.ci_high),
-                ev.gpu.name,
-                ev.date,
-                (ev.commit or "-")[:7],
-            ]
-        )
-    changed = sum(c.old.value != c.new.value for c in changes)
-    gated = {(e.test, e.fast, e.baseline, e.figure) for e in margins.all_entries()}
-    loose = sorted({m.test for m in measured if m.figure is None and (m.test, m.fast, m.baseline, None) not in gated})
-    text = render(rows) if changes else "no entry of the file was measured in these reports\n"
-    text += f"\n{len(changes)} entr{'y' if len(changes) == 1 else 'ies'} derived from {len(reports)} report(s), {changed} changed"
-    text += f"; written to {file}\n" if write else " (nothing written: add --write to update the file)\n"
-    if loose:
-        text += f"{len(loose)} compared test(s) in the reports have no entry, e.g. {loose[0]}\n"
-    if unknown:
-        text += f"no commit recorded in {', '.join(unknown)}: name the commit measured with --commit SHA\n"
-    if write:
-        margins.write()
-    return text, 0
-
-
-def _shown_path(path: Path) -> str:
-    """``path`` relative to the current folder where it lies below it (how a margins file cites it)."""
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()

@@ -1,4 +1,4 @@
-"""``gpuperf migrate PATH...``: files of an older schema version rewritten, in place, as the current one.
+"""Files of an older schema version rewritten, in place, as the current one (``gpuperf migrate PATH...``).
 
 The versions and the steps between them are :mod:`pytest_gpuperf._store.schema_versions`; a file of
 any older version is brought up to date by applying the steps in order. A file already current is left untouched (not
@@ -36,7 +36,9 @@ from pytest_gpuperf.errors import GpuPerfError
 
 
 @dataclass(frozen=True)
-class Outcome:
+class MigrationOutcome:
+    """One file: its kind and versions before and after, or the error that kept it as it was."""
+
     path: Path
     kind: str | None  # None: not a pytest-gpuperf file (left alone)
     old: int | None = None
@@ -47,37 +49,27 @@ class Outcome:
     def migrated(self) -> bool:
         return self.error is None and self.old is not None and self.old != self.new
 
-    def line(self, dry_run: bool) -> str:
-        if self.error:
-            return f"ERROR {self.error}"
-        if self.kind is None:
-            return f"skipped {self.path}: not a pytest-gpuperf file"
-        if self.migrated:
-            verb = "would migrate" if dry_run else "migrated"
-            return f"{verb} {self.path}: {self.kind} version {self.old} -> {self.new}"
-        return f"current {self.path}: {self.kind} version {self.new}"
 
-
-def migrate_file(path: Path, *, dry_run: bool = False) -> Outcome:
+def migrate_file(path: Path, *, dry_run: bool = False) -> MigrationOutcome:
     """Migrate one file in place (see the module doc); problems are returned, never raised."""
     try:
         with _locked(path):
             data = read_json(path, "file", MigrationError)
             found = parse_schema(data)
             if found is None:
-                return Outcome(path, None)
+                return MigrationOutcome(path, None)
             kind, version = found
             if version == CURRENT[kind]:
-                return Outcome(path, kind, version, version)
+                return MigrationOutcome(path, kind, version, version)
             new = migrate_document(data, kind, version)
             if not dry_run:
                 _replace(path, new, kind)
-            return Outcome(path, kind, version, CURRENT[kind])
+            return MigrationOutcome(path, kind, version, CURRENT[kind])
     except FileNotFoundError:
-        return Outcome(path, None, error=f"{path} does not exist")
+        return MigrationOutcome(path, None, error=f"{path} does not exist")
     except GpuPerfError as exc:
         text = str(exc)
-        return Outcome(path, None, error=text if str(path) in text else f"{path}: {text}")
+        return MigrationOutcome(path, None, error=text if str(path) in text else f"{path}: {text}")
 
 
 def files_under(paths: Sequence[Path]) -> Iterator[Path]:

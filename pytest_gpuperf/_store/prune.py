@@ -1,4 +1,4 @@
-"""``gpuperf prune``: which stored entries belong to tests that no longer exist.
+"""Which stored entries belong to tests that no longer exist (``gpuperf prune`` removes them).
 
 An entry is stored under ``<test id>::<variant>``, where the test id is the node id without
 its module (``TestX::test_y[a::b]`` may itself hold ``::``) and the variant name may hold
@@ -12,54 +12,12 @@ that failed to collect looks exactly like a deleted module, and would lose every
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from pytest_gpuperf._store.baselines import BaselineFile, module_file_name
 from pytest_gpuperf.errors import GpuPerfError
-
-
-def collect_node_ids(paths: Sequence[str]) -> list[str]:
-    """Test node ids as ``pytest --collect-only -q`` lists them (run in the current folder)."""
-    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *paths]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise GpuPerfError(
-            f"collecting the tests failed ({' '.join(cmd[1:])} exited {proc.returncode}); nothing was pruned:\n{tail}"
-        )
-    ids: list[str] = []
-    for line in proc.stdout.splitlines():
-        if not line.strip():
-            break  # the node ids come first, then a blank line and the summary
-        if "::" in line:
-            ids.append(line.strip())
-    if not ids:
-        raise GpuPerfError(
-            "pytest listed no test node ids (is -q in addopts, making the listing per file?); nothing was pruned. "
-            "Pass the ids with --node-ids FILE instead."
-        )
-    return ids
-
-
-def read_node_ids(source: str) -> list[str]:
-    """Node ids from a file (``-``: standard input), one a line; comments and summaries skipped."""
-    try:
-        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-        text = data.decode("utf-8")
-    except OSError as exc:
-        raise GpuPerfError(f"cannot read the node id file {source}: {exc}") from None
-    except UnicodeDecodeError:
-        raise GpuPerfError(f"the node id file {source} is not UTF-8 text; nothing was pruned") from None
-    ids = [line.strip() for line in text.splitlines() if "::" in line and not line.lstrip().startswith("#")]
-    if not ids:
-        raise GpuPerfError(
-            f"{source} holds no test node ids (lines like tests/x/test_perf.py::test_y[p]); nothing was pruned"
-        )
-    return ids
 
 
 def is_live(key: str, tests: set[str]) -> bool:
@@ -78,14 +36,6 @@ class Plan:
 
     stale: dict[str, list[str]] = field(default_factory=dict)  # file -> keys whose test no longer exists
     uncollected: dict[str, int] = field(default_factory=dict)  # file -> its entries; no test of its module collected
-
-    def kept_lines(self) -> list[str]:
-        """One line per file left alone because no test of its module was collected."""
-        return [
-            f"kept {name}: no test of its module was collected (deleted or renamed, skipped at import, or failing to "
-            f"collect); pass --remove-uncollected to remove its {n} entr{'y' if n == 1 else 'ies'}"
-            for name, n in self.uncollected.items()
-        ]
 
 
 def plan_prune(

@@ -61,6 +61,7 @@ from pytest_gpuperf.compile.kernel_report import (
     parse_ptxas_resources,
     split_sass,
 )
+from pytest_gpuperf.report.table import text_table
 
 if TYPE_CHECKING:
     import pytest
@@ -278,8 +279,7 @@ def _format_over(
                 "-" if limit is None else f"{r[CODE_FIELD]}/{limit}" + (" OVER" if CODE_FIELD in r["over"] else "")
             )
         table.append(cells)
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    text = "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() for row in table)
+    text = text_table(table, indent="  ")
     head = f"static budget EXCEEDED: {result.module} for {result.arch} (used/budget; budgets in {path})"
     hints = []
     if budgets and budgets.toolchain != result.toolchain:

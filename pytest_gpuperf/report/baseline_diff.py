@@ -1,6 +1,6 @@
-"""``gpuperf diff``: two sets of baselines compared entry by entry, judged as the regression gate would.
+"""Two sets of baselines compared entry by entry, judged as the regression gate would (``gpuperf diff``).
 
-Each entry present on both sides is judged by the gate's own check (``regression.compare_entries``):
+Each entry present on both sides is judged by the gate's own check (``_gates.regression.compare_entries``):
 calibrated ratios where both entries were recorded against the same reference kernel, raw times
 otherwise, with the gate's bands and threshold, so ``diff`` calls a change ``slower`` exactly when
 a gate run measuring the new value against the old baseline would fail.
@@ -13,20 +13,20 @@ from dataclasses import dataclass
 
 from pytest_gpuperf import markdown as md
 from pytest_gpuperf._gates.verdict import Bands, Verdict, regression_threshold
-from pytest_gpuperf._store.baselines import BaselineFile, Entry
-from pytest_gpuperf.options import BY_NAME
+from pytest_gpuperf._store.baselines import BaselineEntry, BaselineFile
 from pytest_gpuperf.report.summary import fmt_time
+from pytest_gpuperf.report.table import markdown_table
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The regression gate's settings; the defaults are the plugin's own."""
+    """The regression gate's settings (``gpuperf diff`` takes the plugin's options' defaults)."""
 
-    tolerance: float = BY_NAME["tolerance"].default
-    machine_noise: float = BY_NAME["machine-noise"].default
-    confidence: float = BY_NAME["confidence"].default
-    calibrated_noise: float = BY_NAME["calibrated-noise"].default
-    level_noise: float = BY_NAME["level-noise"].default
+    tolerance: float
+    machine_noise: float
+    confidence: float
+    calibrated_noise: float
+    level_noise: float
 
     @property
     def bands(self) -> Bands:
@@ -46,8 +46,8 @@ ORDER = ("slower", "inconclusive", "faster", "within tolerance", "added", "remov
 class DiffRow:
     file: str  # '<device key>/<module>.json', or '<module>.json' when two device folders or files are compared
     key: str  # 'test_name[params]::variant'
-    old: Entry | None
-    new: Entry | None
+    old: BaselineEntry | None
+    new: BaselineEntry | None
 
     @property
     def delta(self) -> float | None:
@@ -99,9 +99,7 @@ def device_changes(
     ]
 
 
-def format_diff(
-    rows: Sequence[DiffRow], devices: Sequence[str] = (), show_all: bool = False, gate: Thresholds = Thresholds()
-) -> str:
+def format_diff(rows: Sequence[DiffRow], devices: Sequence[str], *, show_all: bool, gate: Thresholds) -> str:
     statuses = [r.status(gate) for r in rows]
     shown = [(r, s) for r, s in zip(rows, statuses, strict=False) if show_all or s != "identical"]
     counts: dict[str, int] = {}
@@ -116,17 +114,12 @@ def format_diff(
         out.append("")
         out.append("No baseline entry differs." if rows else "No baseline files found.")
         return "\n".join(out) + "\n"
-    out += [
-        "",
-        "| baseline file | key | old median | new median | delta | change |",
-        "| --- | --- | ---: | ---: | ---: | --- |",
-    ]
+    table = [["baseline file", "key", "old median", "new median", "delta", "change"]]
     for r, status in shown:
         delta = f"{100 * r.delta:+.1f}%" if r.delta is not None else "-"
-        out.append(
-            f"| {md.text(r.file, inline=True)} | {md.text(r.key, inline=True)} | {fmt_time(r.old.median_s if r.old else None)} | "
-            f"{fmt_time(r.new.median_s if r.new else None)} | {delta} | {status} |"
-        )
+        old, new = fmt_time(r.old.median_s if r.old else None), fmt_time(r.new.median_s if r.new else None)
+        table.append([r.file, r.key, old, new, delta, status])
+    out += ["", markdown_table(table, right=(2, 3, 4))]
     if not show_all and counts.get("identical"):
         out += ["", f"{counts['identical']} identical entries not listed (--all lists them)."]
     out += ["", legend(gate)]

@@ -5,12 +5,13 @@ The input is what ``_store.reports.load_report`` returns, so every field read he
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, cast
 
 from pytest_gpuperf import markdown as md
 from pytest_gpuperf.records import ComparisonRecord, MeasurementRecord, Record
-from pytest_gpuperf.report.summary import _table, fmt_time, summary_rows
+from pytest_gpuperf.report.summary import fmt_time, summary_rows
+from pytest_gpuperf.report.table import markdown_table, text_table
 from pytest_gpuperf.report.undecided import OPTION, blind_lines, groups, undecided, workflow_commands
 
 
@@ -75,13 +76,8 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
     changes = data.get("baseline_changes", [])
     notes = data.get("notes", [])
 
-    def table(body: list[list[str]], right: Iterable[int] = ()) -> list[str]:
-        if not markdown:
-            return [_table(body)]
-        align = ["---:" if i in set(right) else "---" for i in range(len(body[0]))]
-        lines = ["| " + " | ".join(md.text(c, inline=True) for c in body[0]) + " |", "| " + " | ".join(align) + " |"]
-        lines += ["| " + " | ".join(md.text(c, inline=True) for c in r) + " |" for r in body[1:]]
-        return lines
+    def table(body: list[list[str]], right: Collection[int] = ()) -> list[str]:
+        return [markdown_table(body, right=right) if markdown else text_table(body, indent="  ")]
 
     def heading(text: str) -> str:
         return f"### {text}" if markdown else f"{text}:"

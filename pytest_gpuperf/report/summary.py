@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf.report.table import text_table
 
 if TYPE_CHECKING:
     from pytest_gpuperf._gates.regression import RegressionCheck
-    from pytest_gpuperf._store.baselines import Change, Entry
+    from pytest_gpuperf._store.baselines import BaselineChange, BaselineEntry
     from pytest_gpuperf._timing.results import Comparison, Measurement
     from pytest_gpuperf._timing.summaries import ComparisonSummary
     from pytest_gpuperf.records import Record
@@ -30,11 +31,6 @@ def fmt_time(seconds: float | None) -> str:
 
 def _ci(low: float, high: float, fmt: str = "{:.4g}") -> str:
     return "[" + fmt.format(low) + ", " + fmt.format(high) + "]"
-
-
-def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in rows)
 
 
 def _measurement_row(m: Measurement) -> list[str]:
@@ -70,13 +66,15 @@ def format_comparison_failure(c: Comparison) -> str:
         else f"{c.rounds} interleaved rounds, too few to batch"
     )
     return (
-        f"{head}\n{_table(rows)}\n"
+        f"{head}\n{text_table(rows, indent='  ')}\n"
         f"  speedup   {c.speedup:.4f}x  {_ci(c.ci_low, c.ci_high)} ({100 * c.confidence:g}% CI, {basis})\n"
         f"  required  >= {c.at_least:.4f}x: {why}" + "".join(f"\n  note      {note}" for note in c.notes)
     )
 
 
-def format_regression_failure(m: Measurement, entry: Entry, check: RegressionCheck, device_key: str, path: Path) -> str:
+def format_regression_failure(
+    m: Measurement, entry: BaselineEntry, check: RegressionCheck, device_key: str, path: Path
+) -> str:
     rows = [
         ["", "median", f"{100 * m.confidence:g}% CI", "samples", "recorded"],
         [
@@ -95,7 +93,7 @@ def format_regression_failure(m: Measurement, entry: Entry, check: RegressionChe
         ],
     ]
     if check.levels:
-        return _levels_failure(m, entry, check, device_key, path, _table(rows))
+        return _levels_failure(m, entry, check, device_key, path, text_table(rows, indent="  "))
     s = check.slowdown
     limit = 1 + check.threshold
     decided = check.verdict.value == "fail"
@@ -111,7 +109,7 @@ def format_regression_failure(m: Measurement, entry: Entry, check: RegressionChe
         why = f"but the interval reaches below {limit:.4f}x, so the slowdown is not established"
     return (
         f"{head}: {m.name!r} is {100 * (s.estimate - 1):.1f}% slower than its stored "
-        f"baseline for {device_key} ({path})\n{_table(rows)}\n"
+        f"baseline for {device_key} ({path})\n{text_table(rows, indent='  ')}\n"
         f"  slowdown  {s.estimate:.4f}x {_ci(s.low, s.high)} ({100 * s.confidence:g}% CI, {basis})\n"
         f"  threshold {limit:.4f}x = 1 + max(tolerance {100 * check.tolerance:g}% / 2, "
         f"{'calibrated' if check.calibrated_by else 'machine'} band {100 * check.band:g}%): {why}\n"
@@ -123,7 +121,7 @@ def format_regression_failure(m: Measurement, entry: Entry, check: RegressionChe
 
 
 def _levels_failure(
-    m: Measurement, entry: Entry, check: RegressionCheck, device_key: str, path: Path, table: str
+    m: Measurement, entry: BaselineEntry, check: RegressionCheck, device_key: str, path: Path, table: str
 ) -> str:
     """A run judged against the levels its baseline stores (``_gates.levels``): FAIL or INCONCLUSIVE."""
     s = check.slowdown
@@ -175,13 +173,13 @@ def format_against_failure(pair: Comparison, check: RegressionCheck, label: str)
     why = "the whole interval lies above it" if decided else f"but the interval reaches below {limit:.4f}x"
     return (
         f"{head}: {pair.fast.name!r} is {100 * (s.estimate - 1):.1f}% slower than at {label}, timed in the same "
-        f"rounds\n{_table(rows)}\n"
+        f"rounds\n{text_table(rows, indent='  ')}\n"
         f"  slowdown  {s.estimate:.4f}x {_ci(s.low, s.high)} ({100 * s.confidence:g}% CI, {pair.rounds} interleaved rounds)\n"
         f"  threshold {limit:.4f}x = 1 + tolerance {100 * check.tolerance:g}% / 2: {why}"
     )
 
 
-def _clock_note(m: Measurement, entry: Entry) -> str:
+def _clock_note(m: Measurement, entry: BaselineEntry) -> str:
     """SM clocks now and at recording: under power capping a compute-bound kernel's time follows its clock."""
     before = entry.extra.get("sm_clock_mhz") or []
     now = [c.sm_clock_mhz for c in m.clocks[:1] + m.clocks[-1:]]
@@ -322,7 +320,7 @@ def progress_lines(record: Record) -> list[str]:
     return []
 
 
-def format_changes(changes: Sequence[Change]) -> list[str]:
+def format_changes(changes: Sequence[BaselineChange]) -> list[str]:
     lines = []
     file = None
     for ch in changes:
@@ -339,7 +337,7 @@ def format_changes(changes: Sequence[Change]) -> list[str]:
     return lines
 
 
-def _levels_change(ch: Change) -> str:
+def _levels_change(ch: BaselineChange) -> str:
     """What an update did to the replaced entry's stored levels."""
     old = ch.old.levels() if ch.old else None
     if old is None:
@@ -393,7 +391,7 @@ def static_lines(records: Iterable[Record], no_gpu: Counter[str], no_gpu_reason:
                     r["verdict"],
                 ]
             )
-        lines.append(_table(rows, indent=""))
+        lines.append(text_table(rows))
         built = [r for r in static if not r["cached"]]
         verdicts = Counter(r["verdict"] for r in static)
         lines.append(
@@ -428,7 +426,7 @@ def build_json(
     records: Sequence[Record],
     outcomes: dict[str, str],
     skip_reasons: Counter[str],
-    changes: Sequence[Change],
+    changes: Sequence[BaselineChange],
     settings: dict[str, Any],
 ) -> dict[str, Any]:
     devices = {r["device"]["key"]: r["device"] for r in records if r["kind"] == "measurement"}

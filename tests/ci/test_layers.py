@@ -20,10 +20,10 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"strategies", "against"}),
     frozenset({"testing"}),
     frozenset({"report", "live_status", "hookspecs"}),
-    frozenset({"cli"}),
+    frozenset({"_cli"}),
     frozenset({"session"}),
     frozenset({"fixture", "counters", "compile", "run_hooks", "benchmark_interop", "gpu_sharing"}),
-    frozenset({"plugin", "__init__"}),
+    frozenset({"plugin", "__init__", "__main__"}),
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 

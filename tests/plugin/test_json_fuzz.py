@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_gpuperf.report import plots
-from pytest_gpuperf.cli import main
+from pytest_gpuperf._cli.main import main
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 from pytest_gpuperf._store.reports import load_report

@@ -12,7 +12,7 @@ import pytest
 from filelock import FileLock
 
 from pytest_gpuperf._store import baselines
-from pytest_gpuperf._store.baselines import BaselineStore, Entry
+from pytest_gpuperf._store.baselines import BaselineStore, BaselineEntry
 from pytest_gpuperf.compile.static import Budget, BudgetStore
 from pytest_gpuperf.errors import BaselineFileError, LockTimeoutError, UnsafePathError
 from pytest_gpuperf._store.locks import HOLDER_SUFFIX, hold
@@ -33,8 +33,8 @@ with hold(Path(sys.argv[1]), timeout_s=5, purpose="a test holder"):
 """
 
 
-def entry(median: float = 1e-5) -> Entry:
-    return Entry(median, median * 0.99, median * 1.01, 0.99, 100, 0.01, "cold", "graph", "2026-11-21T00:00:00+00:00")
+def entry(median: float = 1e-5) -> BaselineEntry:
+    return BaselineEntry(median, median * 0.99, median * 1.01, 0.99, 100, 0.01, "cold", "graph", "2026-11-21T00:00:00+00:00")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.cli import main
+from pytest_gpuperf._cli.main import main
 from pytest_gpuperf._store.margins import RULE, Gpu, MarginsFile, margin_rule, run_id
 from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 

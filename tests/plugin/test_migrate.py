@@ -15,7 +15,8 @@ import pytest
 from pytest_gpuperf._store import migrate, schema_versions
 from pytest_gpuperf._store.baselines import BaselineFile
 from pytest_gpuperf._store.check import check_folder
-from pytest_gpuperf.cli import main
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._cli.migrate import outcome_line
 from pytest_gpuperf.compile.static import BudgetFile
 from pytest_gpuperf._store.reports import ReportFileError, load_report
 
@@ -132,7 +133,7 @@ def test_a_gzipped_report_stays_gzipped(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(ReportFileError, match=f"an older version; gpuperf migrate {path} rewrites it as version 1"):
         load_report(path)
     outcome = migrate.migrate_file(path)
-    assert outcome.migrated and outcome.line(False) == f"migrated {path}: report version 0 -> 1"
+    assert outcome.migrated and outcome_line(outcome, False) == f"migrated {path}: report version 0 -> 1"
     assert path.read_bytes()[:2] == b"\x1f\x8b"
     assert load_report(path)["tests"][0]["nodeid"] == "t.py::test_a"
 

@@ -16,10 +16,10 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.cli import main
+from pytest_gpuperf._cli.main import main
 from pytest_gpuperf.errors import GpuPerfError
 from pytest_gpuperf._store import jsonio, reports
-from pytest_gpuperf._store.baselines import BaselineStore, Entry
+from pytest_gpuperf._store.baselines import BaselineStore, BaselineEntry
 from pytest_gpuperf._store.locks import HOLDER_SUFFIX, describe_holder
 from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
@@ -33,8 +33,8 @@ RUN_TIMEOUT_S = 120  # generous: only a hang gets near it
 MEMORY_BOUND_KIB = 600 * 1024
 
 
-def entry(median: float = 1e-5) -> Entry:
-    return Entry(median, median * 0.99, median * 1.01, 0.99, 100, 0.01, "cold", "graph", "2026-11-21T00:00:00+00:00")
+def entry(median: float = 1e-5) -> BaselineEntry:
+    return BaselineEntry(median, median * 0.99, median * 1.01, 0.99, 100, 0.01, "cold", "graph", "2026-11-21T00:00:00+00:00")
 
 
 def minimal_report(**extra: Any) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def minimal_report(**extra: Any) -> dict[str, Any]:
 def gpuperf(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``gpuperf ARGS`` in a subprocess, so a reader that hangs fails the test instead of hanging it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "pytest_gpuperf.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "pytest_gpuperf", *args], capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S, env=env, cwd=cwd)
 
 
@@ -148,7 +148,7 @@ def test_a_fifo_holder_record_is_not_read(tmp_path: Path) -> None:
 def peak_memory_of(*args: str, cwd: Path | None = None) -> tuple[int, str, int]:
     """Exit status, error output and peak memory (KiB) of ``gpuperf ARGS`` in a fresh process."""
     code = (
-        "import resource, sys\nfrom pytest_gpuperf.cli import main\n"
+        "import resource, sys\nfrom pytest_gpuperf._cli.main import main\n"
         "status = main(sys.argv[1:])\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\nsys.exit(status)\n"
     )
