@@ -50,7 +50,7 @@ class SweepRun:
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def header(self) -> dict[str, Any]:
-        from pytest_gpuperf.report.provenance import provenance
+        from pytest_gpuperf._report.provenance import provenance
 
         return {
             "family": self.family,

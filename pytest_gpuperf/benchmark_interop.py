@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf._report.records import is_record
 from pytest_gpuperf._timing.device import DeviceInfo
-from pytest_gpuperf.records import is_record
 from pytest_gpuperf.session import RECORD_KEY
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.records import MeasurementRecord
+    from pytest_gpuperf._report.records import MeasurementRecord
     from pytest_gpuperf.session import GpuPerfSession
 
 

@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_gpuperf.records import CountersRecord
+    from pytest_gpuperf._report.records import CountersRecord
     from pytest_gpuperf.session import GpuPerfSession
 
 NCU_ENV = "NCU"

@@ -12,14 +12,14 @@ import pytest
 
 from pytest_gpuperf._gates.regression import check_against, check_regression
 from pytest_gpuperf._gates.verdict import Verdict
+from pytest_gpuperf._report.records import MeasurementRecord, Record
+from pytest_gpuperf._report.summary import format_against_failure, format_comparison_failure, format_regression_failure
 from pytest_gpuperf._store.baselines import BaselineEntry
 from pytest_gpuperf._timing import sampler
 from pytest_gpuperf._timing.device import DeviceInfo
 from pytest_gpuperf._timing.results import Comparison, Measurement, Variant
 from pytest_gpuperf.errors import BaselineFileError, GateFailure, GpuContended, GpuPerfError
 from pytest_gpuperf.options import Settings
-from pytest_gpuperf.records import MeasurementRecord, Record
-from pytest_gpuperf.report.summary import format_against_failure, format_comparison_failure, format_regression_failure
 from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
 
 

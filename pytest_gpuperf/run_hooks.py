@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf.records import Record, is_record
+from pytest_gpuperf._report.records import Record, is_record
 from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class RunHooks:
         self.outcomes: dict[str, str] = {}
         self.no_gpu: Counter[str] = Counter()  # tests skipped for want of a GPU, by role
         self.no_gpu_reason: str | None = None
-        self.written: list[Any] = []  # outputs.Outcome of each file written at session end
+        self.written: list[Any] = []  # outputs.OutputOutcome of each file written at session end
         self.timing_off = 0  # perf tests skipped because --gpu-perf is off
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -54,7 +54,7 @@ class RunHooks:
             self._progress(records)
 
     def _progress(self, records: list[Record]) -> None:
-        from pytest_gpuperf.report.summary import progress_lines
+        from pytest_gpuperf._report.summary import progress_lines
 
         tr = self.s.config.pluginmanager.get_plugin("terminalreporter")
         if tr is None:
@@ -68,7 +68,7 @@ class RunHooks:
         self.s.close_live()
         if self.s.is_worker:
             return
-        from pytest_gpuperf.report.outputs import write_report
+        from pytest_gpuperf._report.outputs import write_report
 
         settings = self.s.settings
         json_path = settings.json_path
@@ -85,8 +85,8 @@ class RunHooks:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _payload(self) -> dict[str, Any]:
-        from pytest_gpuperf.report.provenance import provenance
-        from pytest_gpuperf.report.summary import build_json
+        from pytest_gpuperf._report.provenance import provenance
+        from pytest_gpuperf._report.summary import build_json
 
         payload = build_json(
             records=self.s.records,
@@ -101,8 +101,8 @@ class RunHooks:
     def _write_plots(self, payload: dict[str, Any]) -> Any:
         """Charts per family and index.html (--gpu-perf-plots) from the report ``payload``; a
         missing matplotlib, or anything a chart cannot draw, is an outcome, not a crash."""
-        from pytest_gpuperf.report.outputs import Outcome, attempt
-        from pytest_gpuperf.report.plots import PlotsUnavailable, write_plots
+        from pytest_gpuperf._report.outputs import OutputOutcome, attempt
+        from pytest_gpuperf._report.plots import PlotsUnavailable, write_plots
 
         folder = self.s.settings.plots_dir
         assert folder is not None
@@ -114,13 +114,13 @@ class RunHooks:
         try:
             return attempt("plots", folder, draw)
         except PlotsUnavailable as exc:
-            return Outcome("plots", folder, str(exc))
+            return OutputOutcome("plots", folder, str(exc))
         except Exception as exc:  # matplotlib's own errors on data it cannot draw
-            return Outcome("plots", folder, f"{type(exc).__name__}: {exc}")
+            return OutputOutcome("plots", folder, f"{type(exc).__name__}: {exc}")
 
     def _static_summary(self, tr: Any) -> None:
         """The compile-time tier's rows, and which GPU parts a GPU-less run skipped."""
-        from pytest_gpuperf.report.summary import static_lines
+        from pytest_gpuperf._report.summary import static_lines
 
         no_gpu = self.no_gpu + (
             Counter({"timing off": self.timing_off}) if self.no_gpu and self.timing_off else Counter()
@@ -134,9 +134,15 @@ class RunHooks:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.s.is_worker:
             return
-        from pytest_gpuperf.report.summary import format_changes, health_lines, summary_rows, time_lines, verdict_counts
-        from pytest_gpuperf.report.table import text_table
-        from pytest_gpuperf.report.undecided import blind_lines, groups, undecided
+        from pytest_gpuperf._report.summary import (
+            format_changes,
+            health_lines,
+            summary_rows,
+            time_lines,
+            verdict_counts,
+        )
+        from pytest_gpuperf._report.table import text_table
+        from pytest_gpuperf._report.undecided import blind_lines, groups, undecided
 
         tr = terminalreporter
         rows = summary_rows(self.s.records)

@@ -18,12 +18,12 @@ from pytest_gpuperf._timing.device import DeviceInfo, NoDevice
 from pytest_gpuperf.options import Settings
 
 if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
+    from pytest_gpuperf._report.records import MeasurementRecord, Record
     from pytest_gpuperf._store.baselines import BaselineChange, BaselineStore
     from pytest_gpuperf._timing.backend import TimingBackend
     from pytest_gpuperf._timing.health import HealthGuard
     from pytest_gpuperf._timing.sampler import OnRounds, SamplingPolicy
     from pytest_gpuperf.live_status import LiveStatus
-    from pytest_gpuperf.records import MeasurementRecord, Record
 
 PLUGIN_NAME = "gpu_perf_session"
 RECORD_KEY = "gpu_perf"  # key of the records carried in report.user_properties
@@ -232,12 +232,12 @@ class GpuPerfSession:
     def write_baselines(self) -> list[Any]:
         """Merge this run's measurements into the stored baselines (update mode, controller only).
 
-        Each file is written on its own; returns one ``outputs.Outcome`` per file. A measurement
+        Each file is written on its own; returns one ``outputs.OutputOutcome`` per file. A measurement
         that is not stored (an entry the reader would refuse, a file that could not be written)
         gets the verdict "not recorded" and the reason in its record and in ``not_recorded``.
         """
+        from pytest_gpuperf._report.outputs import attempt
         from pytest_gpuperf._store.baselines import BaselineEntry
-        from pytest_gpuperf.report.outputs import attempt
 
         grouped: dict[tuple[str, str], dict[str, BaselineEntry]] = {}
         measured: dict[tuple[str, str], list[MeasurementRecord]] = {}
@@ -258,7 +258,7 @@ class GpuPerfSession:
             devices[r["device"]["key"]] = r["device"]
             grouped.setdefault((r["device"]["key"], r["module"]), {})[r["key"]] = entry
             measured.setdefault((r["device"]["key"], r["module"]), []).append(r)
-        from pytest_gpuperf.report.provenance import provenance
+        from pytest_gpuperf._report.provenance import provenance
 
         source = provenance(self.config.rootpath)
         outcomes = []

@@ -7,6 +7,7 @@
     gpuperf prune [DIR] [--dry-run] [--keep-tests-from PATH]... [--node-ids FILE] [--remove-uncollected]
     gpuperf report FILE [--markdown | --text | --annotations] [--failures-first] [--max-chars N]
     gpuperf export --format github-action-benchmark FILE [-o OUT]
+    gpuperf plots REPORT OUT_DIR          charts of a saved report and an index.html
     gpuperf migrate PATH... [--dry-run]   rewrite files of an older schema version as the current one
     gpuperf margins [REPORT...] [--file MARGINS [--write] [--only GLOB]... [--reset]] [--commit SHA] [--markdown]
     gpuperf levels REPORT... [--dir DIR] [--band FRACTION] [--min-runs N] [--only GLOB]... [--write]

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_gpuperf._cli.arguments import CommandLineError
+from pytest_gpuperf._report.export import FORMATS, export
 from pytest_gpuperf._store.files import atomic_write_text
 from pytest_gpuperf._store.reports import load_report
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.report.export import FORMATS, export
 
 if TYPE_CHECKING:
     from pytest_gpuperf._cli.arguments import Subparsers

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf._report.table import text_table
 from pytest_gpuperf._store.baselines import BaselineFile
 from pytest_gpuperf._store.layout import DEFAULT_DIR, baseline_paths, require_folder
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.report.table import text_table
 
 if TYPE_CHECKING:
     from pytest_gpuperf._cli.arguments import Subparsers

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_gpuperf import markdown as md
 from pytest_gpuperf._cli.arguments import CommandLineError
+from pytest_gpuperf._report import markdown as md
+from pytest_gpuperf._report.table import markdown_table, text_table
 from pytest_gpuperf._store.margins import (
     FORMULA,
     MarginEntry,
@@ -20,7 +21,6 @@ from pytest_gpuperf._store.margins import (
     measurements_of,
 )
 from pytest_gpuperf._store.reports import load_report
-from pytest_gpuperf.report.table import markdown_table, text_table
 
 if TYPE_CHECKING:
     from pytest_gpuperf._cli.arguments import Subparsers

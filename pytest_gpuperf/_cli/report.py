@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_gpuperf._report.render import cut, format_annotations, format_report
 from pytest_gpuperf._store.reports import load_report
-from pytest_gpuperf.report.render import cut, format_annotations, format_report
 
 if TYPE_CHECKING:
     from pytest_gpuperf._cli.arguments import Subparsers

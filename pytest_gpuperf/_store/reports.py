@@ -1,7 +1,7 @@
 """Saved ``--gpu-perf-json`` reports read back: the file, its schema, and every field a reader uses.
 
 ``load_report`` is what ``gpuperf report``, ``gpuperf check`` and the charts
-(``python -m pytest_gpuperf.report.plots``) read reports through. It accepts a plain or gzipped file
+(``python -m pytest_gpuperf._report.plots``) read reports through. It accepts a plain or gzipped file
 (``read_json``: size-capped, binary refused), tells an unrelated JSON file from a report of
 another schema version, and type-checks each field that ``gpuperf report`` or the charts
 read, so a bad file is one line naming the file, the field and the value, never a traceback.

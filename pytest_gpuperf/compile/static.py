@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf._report.table import text_table
 from pytest_gpuperf._store.budgets import (
     BUDGET_FIELDS,
     BUDGET_SCHEMA,
@@ -61,12 +62,11 @@ from pytest_gpuperf.compile.kernel_report import (
     parse_ptxas_resources,
     split_sass,
 )
-from pytest_gpuperf.report.table import text_table
 
 if TYPE_CHECKING:
     import pytest
 
-    from pytest_gpuperf.records import StaticRecord
+    from pytest_gpuperf._report.records import StaticRecord
     from pytest_gpuperf.session import GpuPerfSession
 
 # The tier's public names live in the modules that own them; they are re-exported here, where

@@ -12,14 +12,14 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 
 # Bottom to top; a top-level module or folder of pytest_gpuperf per name.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "version", "_gates", "numerics", "markdown"}),
+    frozenset({"errors", "version", "_gates", "numerics"}),
     frozenset({"_store"}),
     frozenset({"_timing"}),
-    frozenset({"records", "arch"}),
+    frozenset({"arch"}),
     frozenset({"options"}),
     frozenset({"strategies", "against"}),
     frozenset({"testing"}),
-    frozenset({"report", "live_status", "hookspecs"}),
+    frozenset({"_report", "live_status", "hookspecs"}),
     frozenset({"_cli"}),
     frozenset({"session"}),
     frozenset({"fixture", "counters", "compile", "run_hooks", "benchmark_interop", "gpu_sharing"}),
@@ -79,13 +79,13 @@ def test_relative_and_lazy_imports_count_too() -> None:
     files = PACKAGE / "_store" / "files.py"
     text = (
         "from . import jsonio\nfrom .locks import hold\n"
-        "def f():\n    from ..report import summary\n"
+        "def f():\n    from .._report import summary\n"
         "if TYPE_CHECKING:\n    from pytest_gpuperf.session import GpuPerfSession\n"
     )
     assert [m for _, m in imports(files, text)] == [
         "pytest_gpuperf._store.jsonio",
         "pytest_gpuperf._store.locks",
-        "pytest_gpuperf.report",
+        "pytest_gpuperf._report",
         "pytest_gpuperf.session",
     ]
     assert len(upward_imports(files, text)) == 2  # report and session stand above store

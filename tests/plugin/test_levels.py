@@ -231,7 +231,7 @@ def test_levels_cli_rejects_bad_arguments(capsys: pytest.CaptureFixture[str], tm
 
 def test_gpuperf_diff_judges_a_new_entry_against_the_old_entry_s_levels(tmp_path: Path) -> None:
     from pytest_gpuperf._cli.diff import default_gate
-    from pytest_gpuperf.report.baseline_diff import DiffRow
+    from pytest_gpuperf._report.baseline_diff import DiffRow
 
     old = BaselineFile.validate(tmp_path / "f.json", {"schema": "pytest-gpuperf/baselines/1", "device": {},
                                                        "entries": {"k::v": stored_entry()}}).entries["k::v"]

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from pytest_gpuperf._cli.main import main
-from pytest_gpuperf.markdown import code, text
+from pytest_gpuperf._report.markdown import code, text
 from pytest_gpuperf._store.baselines import BaselineStore, BaselineEntry
 from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 

@@ -8,15 +8,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf._report.table import text_table
 from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
-from pytest_gpuperf.report.table import text_table
 
 if TYPE_CHECKING:
     from pytest_gpuperf._gates.regression import RegressionCheck
+    from pytest_gpuperf._report.records import Record
     from pytest_gpuperf._store.baselines import BaselineChange, BaselineEntry
     from pytest_gpuperf._timing.results import Comparison, Measurement
     from pytest_gpuperf._timing.summaries import ComparisonSummary
-    from pytest_gpuperf.records import Record
 
 
 def fmt_time(seconds: float | None) -> str:

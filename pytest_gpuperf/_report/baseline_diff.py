@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_gpuperf import markdown as md
 from pytest_gpuperf._gates.verdict import Bands, Verdict, regression_threshold
+from pytest_gpuperf._report import markdown as md
+from pytest_gpuperf._report.summary import fmt_time
+from pytest_gpuperf._report.table import markdown_table
 from pytest_gpuperf._store.baselines import BaselineEntry, BaselineFile
-from pytest_gpuperf.report.summary import fmt_time
-from pytest_gpuperf.report.table import markdown_table
 
 
 @dataclass(frozen=True)

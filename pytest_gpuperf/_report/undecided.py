@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf._report.records import MeasurementRecord, Record
 from pytest_gpuperf._timing.summaries import ComparisonSummary
-from pytest_gpuperf.records import MeasurementRecord, Record
 
 OPTION = "--gpu-perf-inconclusive"
 

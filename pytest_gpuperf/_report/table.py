@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from pytest_gpuperf import markdown as md
+from pytest_gpuperf._report import markdown as md
 
 __all__ = ["markdown_table", "text_table"]
 

@@ -16,7 +16,7 @@ from pytest_gpuperf.errors import GpuPerfError
 
 
 @dataclass(frozen=True)
-class Outcome:
+class OutputOutcome:
     """One output: what it is, where, and the error that kept it from being written (None: written)."""
 
     what: str
@@ -32,16 +32,16 @@ class Outcome:
         return f"gpu-perf: {self.what}{where}" + (f" ({self.detail})" if self.detail else "")
 
 
-def attempt(what: str, path: Path | None, write: Callable[[], str | None]) -> Outcome:
+def attempt(what: str, path: Path | None, write: Callable[[], str | None]) -> OutputOutcome:
     """Run ``write`` (which returns an optional detail); its failure becomes the outcome's error."""
     try:
         detail = write() or ""
     except (OSError, GpuPerfError, ValueError, TypeError) as exc:
-        return Outcome(what, path, _one_line(exc))
-    return Outcome(what, path, None, detail)
+        return OutputOutcome(what, path, _one_line(exc))
+    return OutputOutcome(what, path, None, detail)
 
 
-def write_report(path: Path, payload: dict[str, Any]) -> Outcome:
+def write_report(path: Path, payload: dict[str, Any]) -> OutputOutcome:
     from pytest_gpuperf._store.files import atomic_write_json
 
     return attempt("JSON report", path, lambda: atomic_write_json(path, payload))

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, cast
 
-from pytest_gpuperf import markdown as md
-from pytest_gpuperf.records import ComparisonRecord, MeasurementRecord, Record
-from pytest_gpuperf.report.summary import fmt_time, summary_rows
-from pytest_gpuperf.report.table import markdown_table, text_table
-from pytest_gpuperf.report.undecided import OPTION, blind_lines, groups, undecided, workflow_commands
+from pytest_gpuperf._report import markdown as md
+from pytest_gpuperf._report.records import ComparisonRecord, MeasurementRecord, Record
+from pytest_gpuperf._report.summary import fmt_time, summary_rows
+from pytest_gpuperf._report.table import markdown_table, text_table
+from pytest_gpuperf._report.undecided import OPTION, blind_lines, groups, undecided, workflow_commands
 
 
 def report_records(data: Mapping[str, Any]) -> list[Record]:

@@ -1,378 +1,57 @@
-"""Charts of a JSON report: one PNG per kernel family and an ``index.html`` that links them.
-
-``write_plots(report, out_dir)`` takes the dict ``report.build_json`` makes (or a committed
-``--gpu-perf-json`` file, loaded) and draws, per family (tests grouped by the folder under
-``tests/``: ``tests/qkv/test_perf.py`` -> ``qkv``):
-
-1. sweeps: tests of one function whose ids differ in one number (``test_x[fused-200]``,
-   ``test_x[fused-1000]``, ...) as lines over that number, one line per series (the rest of the
-   id, and the variant). The left panel has the median times (or, for tests that claim a speedup,
-   the speedups with their required margins as dashed lines), each with the stored baseline as a
-   dashed line and the gate's band around it; the right panel has the change against the stored
-   baseline with its interval, the band of +/- the gate's threshold shaded;
-2. every other measured variant as a row: its median with its confidence interval, the stored
-   baseline as a grey tick inside the gate's band, and beside it the change against the stored
-   baseline (the quantity the gate judges), on an axis zoomed so that a 5% change is plain;
-3. every other comparison's speedup t(baseline) / t(fast) with its interval, the required margin
-   as a red bar, and the colour of its verdict (log axis when wide);
-4. every recorded figure whose key contains ``fraction`` (share of copy bandwidth or of a
-   roofline) as a bar against 1.0.
-
-The gate fails a variant when the whole interval of its change lies above +threshold, with
-threshold = max(tolerance / 2, band) as recorded in the report (``regression.threshold``;
-reports older than that field get tolerance / 2). A calibrated check compares time relative to a
-reference kernel, so the band drawn around a time is a guide and the change panel is exact.
-
-``index.html`` has a verdict table per family and links the images by relative path, so the
-folder is self-contained (copy or upload it whole). matplotlib is imported only here and
-drawn through its Agg canvas, without pyplot, so the user's backend is left alone. Artists that
-show the gate carry a ``gid`` (``baseline``, ``baseline-band``, ``threshold-band``, ``delta``)
-so tests, and readers of an SVG, can find them.
-"""
+"""Drawing a family's chart with matplotlib (through its Agg canvas, without pyplot, so the user's
+backend is left alone): panels of times, changes against the stored baseline, speedups and
+fractions, and sweeps as lines; the PNG written small. Artists that show the gate carry a ``gid``
+(``baseline``, ``baseline-band``, ``threshold-band``, ``delta``) so tests, and readers of an SVG,
+can find them."""
 
 from __future__ import annotations
 
-import html
 import math
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timezone
-from pathlib import Path, PurePosixPath
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.report.summary import baseline_delta, fmt_time
+from pytest_gpuperf._report.plots.shape import (
+    DELTA_RANGE,
+    FRACTION_RANGE,
+    MAX_LABEL,
+    OTHER_COLOUR,
+    SPEEDUP_RANGE,
+    TIME_RANGE,
+    VERDICT_COLOURS,
+    clip,
+    comparison_rows,
+    fraction_rows,
+    measurement_rows,
+    plottable,
+    series_points,
+    split_sweeps,
+)
+from pytest_gpuperf._report.summary import fmt_time
 
 DPI = 100
 WIDTH_IN = 12.0
 ROW_IN = 0.24  # height per plotted row
 PANEL_IN = 1.1  # title, axis and tick labels of a panel
-MAX_LABEL = 76
+SWEEP_IN = 3.4  # height of a sweep's row of panels
 LOG_SPAN_TIMES = 20.0
 LOG_SPAN_SPEEDUP = 8.0
-VERDICT_COLOURS = {
-    "pass": "#2e7d32",
-    "fail": "#c62828",
-    "inconclusive": "#ef6c00",
-    "measured": "#1f5fa8",
-    "recorded": "#1f5fa8",
-    "improved": "#00838f",
-    "contended": "#888888",
-}
 BASELINE_COLOUR = "#444444"
 BAND_COLOUR = "#d6d6d6"
-SWEEP_IN = 3.4  # height of a sweep's row of panels
-MIN_SWEEP_POINTS = 3  # distinct values of the number a sweep runs over
-DELTA_RANGE = (-0.99, 100.0)  # change against the baseline, as a fraction
-OTHER_COLOUR = "#555555"
-# Values drawn on each panel; a row outside (a hostile or broken report: 1e308 s, a negative
-# speedup) is left out of the chart with a note, and still listed in index.html's table.
-TIME_RANGE = (1e-12, 1e6)  # seconds
-SPEEDUP_RANGE = (1e-6, 1e6)
-FRACTION_RANGE = (0.0, 1e3)
 MAX_ROWS = 400  # per panel: taller figures pass Agg's 65,536-pixel limit
-MAX_SLUG = 80
 
 
 class PlotsUnavailable(RuntimeError):
     """Charts cannot be drawn here (matplotlib missing); the message says what to install."""
 
 
-def family_of(nodeid: str) -> str:
-    """``tests/qkv/test_perf.py::test_x[a]`` -> ``qkv``; a test file at the top level -> its stem."""
-    parts = PurePosixPath(nodeid.split("::", 1)[0]).parts
-    if len(parts) >= 3 and parts[0] == "tests":
-        return parts[1]
-    if len(parts) >= 2:
-        return parts[-2]
-    return PurePosixPath(parts[0]).stem if parts else "tests"
-
-
-def short_test(nodeid: str) -> str:
-    """The test's name and parameters without the module and the ``test_`` prefix."""
-    name = nodeid.split("::", 1)[-1]
-    return name.removeprefix("test_")
-
-
-def _clip(text: str, limit: int = MAX_LABEL) -> str:
-    if len(text) <= limit:
-        return text
-    keep = (limit - 1) // 2
-    return text[:keep] + "\u2026" + text[-(limit - 1 - keep) :]
-
-
-def _label(test: str, extra: str = "", sep: str = " \u00b7 ") -> str:
-    """``test · extra`` within MAX_LABEL characters: the test's name is shortened before its parameters."""
-    full = f"{test}{sep}{extra}" if extra else test
-    if len(full) <= MAX_LABEL:
-        return full
-    name, bracket, params = test.partition("[")
-    room = MAX_LABEL - (len(full) - len(name))
-    if room >= 8:
-        return f"{name[: room - 1]}\u2026{bracket}{params}" + (f"{sep}{extra}" if extra else "")
-    return _clip(full)
-
-
-def _common_suffix(keys: Sequence[str]) -> str:
-    """The longest ``_``-separated tail shared by all ``keys`` (``a_bandwidth_fraction``, ``b_bandwidth_fraction``)."""
-    if not keys:
-        return ""
-    split = [k.split("_") for k in keys]
-    tail: list[str] = []
-    for parts in zip(*(reversed(p) for p in split), strict=False):
-        if len(set(parts)) != 1:
-            break
-        tail.insert(0, parts[0])
-    return "_".join(tail)
-
-
-def _slug(family: str) -> str:
-    """A file name for ``family``'s chart: safe characters, short enough for any file system."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", family).strip(".") or "family"
-    if len(slug) > MAX_SLUG:
-        import hashlib
-
-        slug = slug[: MAX_SLUG - 9] + "-" + hashlib.sha256(family.encode("utf-8", "replace")).hexdigest()[:8]
-    return slug
-
-
 def _plain(text: Any, limit: int = MAX_LABEL) -> str:
     """``text`` as matplotlib draws it literally: no mathtext (``$``), no control characters, clipped."""
-    clean = "".join(c if c.isprintable() else "?" for c in _clip(str(text), limit))
+    clean = "".join(c if c.isprintable() else "?" for c in clip(str(text), limit))
     return clean.replace("$", r"\$")
 
 
-def _plottable(
-    row: Mapping[str, Any], span: tuple[float, float], keys: Sequence[str] = ("low", "value", "high")
-) -> bool:
-    """Whether the row's numbers are finite, inside ``span`` and ordered low <= value <= high."""
-    values = [row[k] for k in keys]
-    if not all(isinstance(v, float) and math.isfinite(v) and span[0] <= v <= span[1] for v in values):
-        return False
-    return list(values) == sorted(values)
-
-
-def _number(value: Any) -> float:
-    """``value`` as a float; NaN for anything that is not a number within the float range."""
-    try:
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        return math.nan
-
-
-def group_by_family(report: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Tests of the report per family, in report order."""
-    families: dict[str, list[dict[str, Any]]] = {}
-    for test in report.get("tests", []):
-        families.setdefault(family_of(test["nodeid"]), []).append(test)
-    return families
-
-
-# -- rows of each panel ---------------------------------------------------------------------
-def _base_name(variant: str) -> str:
-    """``fused@200`` -> ``fused``: the variant without the shape suffix some families add."""
-    return variant.split("@", 1)[0].split("#", 1)[0]
-
-
-def _named_in(test: str, *variants: str) -> bool:
-    return all(_base_name(v) in test for v in variants)
-
-
-def gate_of(record: Mapping[str, Any]) -> dict[str, float] | None:
-    """The stored baseline's median, the gate's threshold and the change now / stored with its
-    interval (as fractions: 0.05 is 5% slower) of one measurement record; None without a check."""
-    reg = record.get("regression")
-    if not isinstance(reg, dict):
-        return None
-    change = [_number(reg.get(k)) - 1.0 for k in ("slowdown", "ci_low", "ci_high")]
-    threshold = _number(reg.get("threshold"))
-    if not math.isfinite(threshold):  # reports before the threshold was recorded: the tolerance rule
-        threshold = max(
-            _number(reg.get("tolerance")) / 2.0, _number(reg.get("band")) if reg.get("band") is not None else 0.0
-        )
-    stored = record.get("baseline")
-    return {
-        "delta": change[0],
-        "delta_low": change[1],
-        "delta_high": change[2],
-        "threshold": threshold,
-        "baseline": _number(stored.get("median_s")) if isinstance(stored, dict) else math.nan,
-    }
-
-
-def measurement_rows(tests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per measured variant; the variant is named unless the test id already says it.
-    Rows of a checked measurement carry its ``gate_of`` numbers."""
-    rows = []
-    for t in tests:
-        test = short_test(t["nodeid"])
-        measurements = t.get("measurements", [])
-        for m in measurements:
-            s = m["measurement"]
-            verdict = str((m.get("regression") or {}).get("verdict") or m.get("verdict") or "measured")
-            alone = len(measurements) == 1 and _named_in(test, s["name"])
-            rows.append(
-                {
-                    "label": _label(test, "" if alone else s["name"]),
-                    "value": _number(s["median_s"]),
-                    "low": _number(s["ci_low_s"]),
-                    "high": _number(s["ci_high_s"]),
-                    "verdict": verdict,
-                    "throttled": bool(s.get("throttled")),
-                    "gate": gate_of(m),
-                }
-            )
-    return rows
-
-
-def comparison_rows(tests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per comparison; ``fast vs baseline`` is added unless the test id already names both."""
-    rows = []
-    for t in tests:
-        test = short_test(t["nodeid"])
-        for c in t.get("comparisons", []):
-            named = _named_in(test, c["fast"], c["baseline"]) and len(t.get("comparisons", [])) == 1
-            rows.append(
-                {
-                    "label": _label(test, "" if named else f"{c['fast']} vs {c['baseline']}", sep=": "),
-                    "value": _number(c["speedup"]),
-                    "low": _number(c["ci_low"]),
-                    "high": _number(c["ci_high"]),
-                    "margin": None if c.get("at_least") is None else _number(c["at_least"]),
-                    "verdict": str(c.get("verdict", "measured")),
-                }
-            )
-    return rows
-
-
-def fraction_rows(tests: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
-    """Rows of the figures whose key contains ``fraction``, and their key when all share one."""
-    found = []
-    for t in tests:
-        for f in t.get("figures", []):
-            if "fraction" in f["key"] and f.get("value") is not None and math.isfinite(_number(f["value"])):
-                found.append((short_test(t["nodeid"]), f["key"], _number(f["value"])))
-    keys = sorted({key for _, key, _ in found})
-    suffix = _common_suffix(keys)
-    rows = []
-    for test, key, value in found:
-        head = key[: len(key) - len(suffix)].rstrip("_") if suffix else key
-        rows.append({"label": _label(test, head), "value": value})
-    title = (keys[0] if len(keys) == 1 else f"<x>_{suffix} (x after the \u00b7)" if suffix else None) if keys else None
-    return rows, title
-
-
-# -- sweeps: one test function over a number in its id ---------------------------------------
-_NUMBER = re.compile(r"^[0-9]+(\.[0-9]+)?([eE][0-9]+)?$")
-
-
-def _id_parts(nodeid: str) -> tuple[str, list[str]] | None:
-    """``path::test_x[fused-200]`` -> (``test_x``, [``fused``, ``200``]); None without parameters."""
-    name = nodeid.split("::")[-1]
-    func, bracket, rest = name.partition("[")
-    if not bracket or not rest.endswith("]"):
-        return None
-    return func, rest[:-1].split("-")
-
-
-def split_sweeps(tests: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[Mapping[str, Any]]]:
-    """The family's sweeps, and the tests that are in none.
-
-    A sweep is a test function whose ids split on '-' into the same number of parts, one part a
-    number taking at least ``MIN_SWEEP_POINTS`` values (the most, if several are): its x axis.
-    The other parts name the series. Each sweep is ``{"name", "axis", "position", "tests": [(x,
-    series, test), ...]}``.
-    """
-    groups: dict[tuple[str, int], list[tuple[list[str], Mapping[str, Any]]]] = {}
-    for t in tests:
-        parts = _id_parts(str(t["nodeid"]))
-        if parts is not None:
-            groups.setdefault((parts[0], len(parts[1])), []).append((parts[1], t))
-    sweeps: list[dict[str, Any]] = []
-    swept: set[int] = set()
-    for (func, width), members in groups.items():
-        if len(members) < MIN_SWEEP_POINTS:
-            continue
-        best: tuple[int, int] | None = None
-        for k in range(width):
-            values = [params[k] for params, _ in members]
-            if all(_NUMBER.match(v) for v in values):
-                distinct = len(set(float(v) for v in values))
-                if distinct >= MIN_SWEEP_POINTS and (best is None or distinct >= best[1]):
-                    best = (k, distinct)
-        if best is None:
-            continue
-        k = best[0]
-        pattern = "-".join("x" if i == k else "\u00b7" for i in range(width))
-        sweeps.append(
-            {
-                "name": func.removeprefix("test_"),
-                "axis": f"x in {func.removeprefix('test_')}[{pattern}]",
-                "tests": [(float(params[k]), "-".join(params[:k] + params[k + 1 :]), t) for params, t in members],
-            }
-        )
-        swept.update(id(t) for _, t in members)
-    return sweeps, [t for t in tests if id(t) not in swept]
-
-
-def _series_points(sweep: Mapping[str, Any], what: str) -> dict[str, list[dict[str, Any]]]:
-    """Points of a sweep per series: ``what`` is "times" (each measured variant), "speedups"
-    (each comparison), "deltas" (each measured variant checked against a stored baseline) or
-    "fractions" (each recorded figure whose key contains ``fraction``)."""
-    series: dict[str, list[dict[str, Any]]] = {}
-    for x, name, t in sweep["tests"]:
-        if what == "speedups":
-            for c in t.get("comparisons", []):
-                pair = f"{_base_name(str(c['fast']))} vs {_base_name(str(c['baseline']))}"
-                label = (
-                    (name or pair)
-                    if len(t.get("comparisons", [])) == 1
-                    else (f"{name} \u00b7 {pair}" if name else pair)
-                )
-                margin = None if c.get("at_least") is None else _number(c["at_least"])
-                series.setdefault(label, []).append(
-                    {
-                        "x": x,
-                        "value": _number(c["speedup"]),
-                        "low": _number(c["ci_low"]),
-                        "high": _number(c["ci_high"]),
-                        "margin": margin,
-                        "verdict": str(c.get("verdict", "measured")),
-                    }
-                )
-            continue
-        if what == "fractions":
-            for f in t.get("figures", []):
-                if "fraction" in str(f["key"]) and f.get("value") is not None:
-                    label = f"{name} \u00b7 {f['key']}" if name else str(f["key"])
-                    series.setdefault(label, []).append({"x": x, "value": _number(f["value"]), "verdict": "measured"})
-            continue
-        seen: dict[str, int] = {}
-        measurements = t.get("measurements", [])
-        for m in measurements:
-            s = m["measurement"]
-            variant = _base_name(str(s["name"]))
-            seen[variant] = seen.get(variant, 0) + 1
-            named = len(measurements) == 1 and (not name or variant in name)
-            label = (name or variant) if named else (f"{name} \u00b7 {variant}" if name else variant)
-            label += f" #{seen[variant]}" if seen[variant] > 1 else ""
-            gate = gate_of(m)
-            if what == "deltas" and gate is None:
-                continue
-            series.setdefault(label, []).append(
-                {
-                    "x": x,
-                    "value": _number(s["median_s"]),
-                    "low": _number(s["ci_low_s"]),
-                    "high": _number(s["ci_high_s"]),
-                    "verdict": str((m.get("regression") or {}).get("verdict") or m.get("verdict") or "measured"),
-                    "gate": gate,
-                }
-            )
-    return {label: sorted(points, key=lambda p: p["x"]) for label, points in series.items()}
-
-
-# -- drawing ------------------------------------------------------------------------------
-def _matplotlib() -> Any:
+def require_matplotlib() -> Any:
     try:
         import matplotlib
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
@@ -561,7 +240,7 @@ def _draw_deltas(ax: Any, rows: list[dict[str, Any]]) -> None:
     pairs = [
         (g["delta"], g["delta_low"], g["delta_high"], g["threshold"])
         for _, g, _ in gated
-        if _plottable({"low": g["delta_low"], "value": g["delta"], "high": g["delta_high"]}, DELTA_RANGE)
+        if plottable({"low": g["delta_low"], "value": g["delta"], "high": g["delta_high"]}, DELTA_RANGE)
     ]
     limit = _delta_limit(pairs)
     for y, g, verdict in gated:
@@ -577,7 +256,7 @@ def _draw_deltas(ax: Any, rows: list[dict[str, Any]]) -> None:
                 gid="threshold-band",
             )
         row = {"low": g["delta_low"], "value": g["delta"], "high": g["delta_high"]}
-        if not _plottable(row, DELTA_RANGE):
+        if not plottable(row, DELTA_RANGE):
             _row_label(ax, "not drawn", (0, y), color="#777777")
             continue
         colour = VERDICT_COLOURS.get(verdict, OTHER_COLOUR)
@@ -728,7 +407,7 @@ def _kept(
 ) -> dict[str, list[dict[str, Any]]]:
     out = {}
     for label, points in series.items():
-        good = [p for p in points if _plottable(p, span) and math.isfinite(p["x"])]
+        good = [p for p in points if plottable(p, span) and math.isfinite(p["x"])]
         dropped[0] += len(points) - len(good)
         if good:
             out[_plain(label, 60)] = good
@@ -780,7 +459,7 @@ def _draw_sweep_values(
             margins = [
                 (p["x"], p["margin"])
                 for p in points
-                if p.get("margin") is not None and _plottable(p, SPEEDUP_RANGE, ("margin",))
+                if p.get("margin") is not None and plottable(p, SPEEDUP_RANGE, ("margin",))
             ]
             if margins:
                 ax.plot(*zip(*margins, strict=False), linestyle="--", lw=1.1, color=colour, zorder=2, gid="margin")
@@ -921,14 +600,14 @@ def _sweep_panels(sweep: Mapping[str, Any], confidence: str, dropped: list[int])
     """What one sweep draws: the series of its left panel and of its change panel, or None."""
     speedups = any(t.get("comparisons") for _, _, t in sweep["tests"])
     values = _kept(
-        _series_points(sweep, "speedups" if speedups else "times"), SPEEDUP_RANGE if speedups else TIME_RANGE, dropped
+        series_points(sweep, "speedups" if speedups else "times"), SPEEDUP_RANGE if speedups else TIME_RANGE, dropped
     )
     deltas: dict[str, list[dict[str, Any]]] = {}
-    for label, points in _series_points(sweep, "deltas").items():
+    for label, points in series_points(sweep, "deltas").items():
         good = [
             p
             for p in points
-            if _plottable(
+            if plottable(
                 {"low": p["gate"]["delta_low"], "value": p["gate"]["delta"], "high": p["gate"]["delta_high"]},
                 DELTA_RANGE,
             )
@@ -937,8 +616,8 @@ def _sweep_panels(sweep: Mapping[str, Any], confidence: str, dropped: list[int])
         if good:
             deltas[_plain(label, 60)] = good
     fractions: dict[str, list[dict[str, Any]]] = {}
-    for label, points in _series_points(sweep, "fractions").items():
-        good = [p for p in points if _plottable(p, FRACTION_RANGE, ("value",))]
+    for label, points in series_points(sweep, "fractions").items():
+        good = [p for p in points if plottable(p, FRACTION_RANGE, ("value",))]
         dropped[0] += len(points) - len(good)
         if good:
             fractions[_plain(label, 60)] = good
@@ -1002,7 +681,7 @@ def _legend_below(sub: Any, labels: Sequence[str], colours: Mapping[str, Any]) -
 
 def plot_family(family: str, tests: Sequence[Mapping[str, Any]], path: Path, *, subtitle: str = "") -> Path | None:
     """Draw ``family``'s chart to ``path``; None (nothing written) when it has nothing to plot."""
-    _matplotlib()
+    require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -1026,9 +705,9 @@ def plot_family(family: str, tests: Sequence[Mapping[str, Any]], path: Path, *, 
         ("fractions", fractions, FRACTION_RANGE, ("value",)),
     ):
         for r in rows:
-            if r.get("margin") is not None and not _plottable(r, SPEEDUP_RANGE, ("margin",)):
+            if r.get("margin") is not None and not plottable(r, SPEEDUP_RANGE, ("margin",)):
                 r["margin"] = None
-        kept = [r for r in rows if _plottable(r, span, keys)]
+        kept = [r for r in rows if plottable(r, span, keys)]
         if len(kept) < len(rows):
             left_out.append(f"{len(rows) - len(kept)} {kind} outside {span[0]:g}..{span[1]:g} or out of order")
         if len(kept) > MAX_ROWS:
@@ -1145,168 +824,3 @@ def _confidence_label(tests: Sequence[Mapping[str, Any]]) -> str:
             if level:
                 return f"{100 * float(level):g}%"
     return "confidence"
-
-
-# -- the HTML index -------------------------------------------------------------------------
-def _e(value: Any) -> str:
-    return html.escape(str(value))
-
-
-def _verdict_cell(verdict: str) -> str:
-    colour = VERDICT_COLOURS.get(verdict.split("/")[0], OTHER_COLOUR)
-    return f'<td style="color:{colour};font-weight:600">{_e(verdict)}</td>'
-
-
-def _result_cells(what: str, value: str, interval: str, required: str, verdict: str) -> str:
-    """One result's cells of the family table (already escaped), its verdict coloured."""
-    return f"<td>{what}</td><td>{value}</td><td>{interval}</td><td>{required}</td>" + _verdict_cell(verdict)
-
-
-def _family_table(tests: Sequence[Mapping[str, Any]]) -> str:
-    rows = [
-        "<tr><th>test</th><th>outcome</th><th>what</th><th>value</th><th>interval</th><th>required</th><th>verdict</th></tr>"
-    ]
-    for t in tests:
-        name = _e(short_test(t["nodeid"]))
-        entries: list[str] = []
-        for c in t.get("comparisons", []):
-            need = "none (report)" if c.get("at_least") is None else f"&ge; {c['at_least']:.3f}x"
-            entries.append(
-                _result_cells(
-                    f"speedup {_e(c['fast'])} vs {_e(c['baseline'])}",
-                    f"{c['speedup']:.4g}x",
-                    f"[{c['ci_low']:.4g}, {c['ci_high']:.4g}]",
-                    need,
-                    str(c.get("verdict", "")),
-                )
-            )
-        for m in t.get("measurements", []):
-            s = m["measurement"]
-            delta = baseline_delta(m) + (" vs baseline" if m.get("regression") else "")
-            entries.append(
-                _result_cells(
-                    f"median {_e(s['name'])}",
-                    _e(fmt_time(s["median_s"])),
-                    f"[{_e(fmt_time(s['ci_low_s']))}, {_e(fmt_time(s['ci_high_s']))}]",
-                    _e(delta),
-                    str(m.get("verdict", "")),
-                )
-            )
-        for f in t.get("figures", []):
-            value = f["value"]
-            if value is None:
-                shown = "-"
-            else:
-                shown = (
-                    f"{100 * value:.1f}%" if "fraction" in f["key"] else f"{value:.4g} {f.get('unit') or ''}".strip()
-                )
-            entries.append(f"<td>{_e(f['key'])}</td><td>{_e(shown)}</td><td></td><td></td><td></td>")
-        for c in t.get("counters", []):
-            derived = c.get("derived") or {}
-            shown = ", ".join(f"{k} {v:.3g}" for k, v in derived.items() if v is not None)
-            entries.append(f"<td>counters {_e(c.get('label', c.get('kernel', '')))}</td><td colspan=4>{_e(shown)}</td>")
-        if not entries:
-            entries = ["<td colspan=5>(no results)</td>"]
-        span = len(entries)
-        first = f'<td rowspan="{span}">{name}</td><td rowspan="{span}">{_e(t.get("outcome", ""))}</td>'
-        rows.append(f"<tr>{first}{entries[0]}</tr>")
-        rows += [f"<tr>{e}</tr>" for e in entries[1:]]
-    return "<table>\n" + "\n".join(rows) + "\n</table>"
-
-
-def write_index(
-    report: Mapping[str, Any],
-    families: Mapping[str, Sequence[Mapping[str, Any]]],
-    images: Mapping[str, Path],
-    out_dir: Path,
-) -> Path:
-    devices = report.get("devices") or {}
-    device_text = (
-        "; ".join(
-            f"{d.get('name', key)} (driver {d.get('driver_version', '?')}, CUDA {d.get('cuda_runtime_version', '?')})"
-            for key, d in devices.items()
-        )
-        or "no device recorded"
-    )
-    summary = ", ".join(f"{n} {k}" for k, n in sorted((report.get("summary") or {}).items())) or "none"
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8"><title>pytest-gpuperf report</title>',
-        "<style>body{font-family:sans-serif;margin:1.5em;max-width:1250px}table{border-collapse:collapse;font-size:13px;"
-        "margin-bottom:1.5em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}"
-        "th{background:#eee}img{max-width:100%;border:1px solid #ddd}code{background:#f4f4f4}</style></head><body>",
-        "<h1>pytest-gpuperf report</h1>",
-        f"<p>Report created {_e(report.get('created', '?'))}; page written "
-        f"{_e(datetime.now(timezone.utc).isoformat(timespec='seconds'))}. Device: {_e(device_text)}.</p>",
-        f"<p>Verdicts: {_e(summary)}. Cache mode {_e((report.get('settings') or {}).get('cache', '?'))}, "
-        f"confidence {_e((report.get('settings') or {}).get('confidence', '?'))}.</p>",
-        "<ul>"
-        + "".join(f'<li><a href="#{_e(_slug(f))}">{_e(f)}</a> ({len(ts)} tests)</li>' for f, ts in families.items())
-        + "</ul>",
-    ]
-    for family, tests in families.items():
-        parts.append(f'<h2 id="{_e(_slug(family))}">{_e(family)}</h2>')
-        if family in images:
-            parts.append(
-                f'<p><a href="{_e(images[family].name)}"><img src="{_e(images[family].name)}" alt="{_e(family)} chart"></a></p>'
-            )
-        parts.append(_family_table(tests))
-    skipped = report.get("skipped") or []
-    if skipped:
-        parts.append(
-            "<h2>Skipped GPU parts</h2><ul>"
-            + "".join(f"<li>{s['count']} &times; {_e(s['reason'])}</li>" for s in skipped)
-            + "</ul>"
-        )
-    parts.append("</body></html>")
-    path = out_dir / "index.html"
-    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
-    return path
-
-
-def write_plots(report: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
-    """One PNG per family with results, then ``index.html``; returns the paths written (index last).
-
-    Raises PlotsUnavailable when matplotlib is missing (nothing is written then).
-    """
-    _matplotlib()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    families = group_by_family(report)
-    devices = list((report.get("devices") or {}).values())
-    subtitle = devices[0].get("name", "") if len(devices) == 1 else (f"{len(devices)} GPUs" if devices else "")
-    images: dict[str, Path] = {}
-    for family, tests in families.items():
-        n = len(tests)
-        written = plot_family(
-            family, tests, out / f"{_slug(family)}.png", subtitle=f"{subtitle}, {n} test{'s' * (n != 1)}".lstrip(", ")
-        )
-        if written is not None:
-            images[family] = written
-    index = write_index(report, families, images, out)
-    return [*images.values(), index]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pytest_gpuperf.report.plots REPORT.json OUT_DIR``: charts of a saved JSON report (``.json.gz`` too)."""
-    import argparse
-    import sys
-
-    from pytest_gpuperf._store.reports import ReportFileError, load_report
-
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("report", type=Path)
-    parser.add_argument("out_dir", type=Path)
-    ns = parser.parse_args(argv)
-    try:
-        paths = write_plots(load_report(ns.report), ns.out_dir)
-    except (ReportFileError, PlotsUnavailable) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    for path in paths:
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
