@@ -14,11 +14,11 @@ from pytest_gpuperf.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from pytest_gpuperf._gates.verdict import Verdict
+    from pytest_gpuperf._plugin.gpu_counters import GpuCounters
+    from pytest_gpuperf._plugin.gpu_perf import GpuPerf
+    from pytest_gpuperf._plugin.gpu_static import GpuStatic
     from pytest_gpuperf._timing.results import Comparison, Measurement, Variant
     from pytest_gpuperf._timing.streams import TimingStream
-    from pytest_gpuperf.compile.static import GpuStatic
-    from pytest_gpuperf.counters import GpuCounters
-    from pytest_gpuperf.fixture import GpuPerf
 
 
 _LAZY = {
@@ -26,9 +26,9 @@ _LAZY = {
     "Measurement": "pytest_gpuperf._timing.results",
     "Comparison": "pytest_gpuperf._timing.results",
     "Verdict": "pytest_gpuperf._gates.verdict",
-    "GpuPerf": "pytest_gpuperf.fixture",
-    "GpuCounters": "pytest_gpuperf.counters",
-    "GpuStatic": "pytest_gpuperf.compile.static",
+    "GpuPerf": "pytest_gpuperf._plugin.gpu_perf",
+    "GpuCounters": "pytest_gpuperf._plugin.gpu_counters",
+    "GpuStatic": "pytest_gpuperf._plugin.gpu_static",
     "TimingStream": "pytest_gpuperf._timing.streams",
 }
 

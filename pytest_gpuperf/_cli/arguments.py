@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
-from pytest_gpuperf.options import BY_NAME
+from pytest_gpuperf._plugin.options import BY_NAME
 
 
 class CommandLineError(Exception):

@@ -11,13 +11,13 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from pytest_gpuperf._cli.arguments import CommandLineError, setting_type
+from pytest_gpuperf._plugin.options import BY_NAME
 from pytest_gpuperf._report.baseline_diff import Thresholds, device_changes, diff_baselines, format_diff
 from pytest_gpuperf._store import jsonio
 from pytest_gpuperf._store.baselines import BaselineFile
 from pytest_gpuperf._store.git_output import blob_size, run_git
 from pytest_gpuperf._store.layout import DEFAULT_DIR, is_device_folder, load_device_folder, load_folder, other_kind
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
-from pytest_gpuperf.options import BY_NAME
 
 if TYPE_CHECKING:
     from pytest_gpuperf._cli.arguments import Subparsers

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf._cli.arguments import CommandLineError, setting_type
 from pytest_gpuperf._gates.levels import MIN_RUNS, find_levels, is_narrow, too_close
 from pytest_gpuperf._gates.stats import Estimate
+from pytest_gpuperf._plugin.options import BY_NAME
 from pytest_gpuperf._store.baselines import BaselineEntry, BaselineStore, module_file_name, parse_estimate
 from pytest_gpuperf._store.jsonio import finite_number
 from pytest_gpuperf._store.layout import DEFAULT_DIR
 from pytest_gpuperf._store.levels import Placed, levels_json, source_of
 from pytest_gpuperf._store.reports import load_report
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.options import BY_NAME
 
 if TYPE_CHECKING:
     from pytest_gpuperf._cli.arguments import Subparsers

@@ -28,7 +28,7 @@ The tier's parts: :mod:`~pytest_gpuperf.compile.cuda_module` (what to build),
 :mod:`~pytest_gpuperf.compile.cubin` (building and disassembling),
 :mod:`~pytest_gpuperf.compile.kernel_report` (reading ptxas and cuobjdump),
 :mod:`~pytest_gpuperf._store.budgets` (the stored budgets) and this module (judging a build
-against its budgets and facts, and the ``gpu_static`` fixture's object).
+against its budgets and facts); the ``gpu_static`` fixture's object is ``_plugin.gpu_static``.
 
 nvcc and NVRTC share the front end and ptxas, so registers and instructions match what the tests
 load through CuPy up to the toolkit version; a difference in minor versions can move a register
@@ -40,60 +40,23 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_gpuperf._report.table import text_table
 from pytest_gpuperf._store.budgets import (
     BUDGET_FIELDS,
-    BUDGET_SCHEMA,
     CODE_FIELD,
     ArchBudgets,
-    Budget,
-    BudgetFile,
-    BudgetStore,
 )
-from pytest_gpuperf.compile.cubin import KernelResources, StaticResult, compile_module
-from pytest_gpuperf.compile.cuda_module import INSTALL_HINT, CudaModule, ToolchainMissing, arch_selected
-from pytest_gpuperf.compile.kernel_report import (
-    count_sass_instructions,
-    kernel_key,
-    parse_ptxas_resources,
-    split_sass,
-)
+from pytest_gpuperf.compile.cubin import KernelResources, StaticResult
+from pytest_gpuperf.compile.cuda_module import CudaModule
 
 if TYPE_CHECKING:
-    import pytest
-
     from pytest_gpuperf._report.records import StaticRecord
-    from pytest_gpuperf.session import GpuPerfSession
 
-# The tier's public names live in the modules that own them; they are re-exported here, where
-# the tier's users import them from.
-__all__ = [
-    "BUDGET_FIELDS",
-    "BUDGET_SCHEMA",
-    "CODE_FIELD",
-    "INSTALL_HINT",
-    "ArchBudgets",
-    "Budget",
-    "BudgetFile",
-    "BudgetStore",
-    "CudaModule",
-    "GpuStatic",
-    "KernelResources",
-    "StaticResult",
-    "ToolchainMissing",
-    "check_facts",
-    "compile_module",
-    "count_sass_instructions",
-    "judge",
-    "kernel_key",
-    "parse_ptxas_resources",
-    "split_sass",
-    "static_params",
-]
+__all__ = ["FactCheck", "Judgement", "check_facts", "judge", "matches"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,66 +261,3 @@ def _format_over(
         "re-record with pytest --gpu-perf-update-baselines"
     )
     return head + "\n" + text + "\n" + "\n".join(hints)
-
-
-# --------------------------------------------------------------------------------------------
-# The gpu_static fixture's object
-
-
-class GpuStatic:
-    """Bound to one test: ``check(module, arch)`` builds, compares with the budgets, records the
-    result on the test's report and raises ``GateFailure`` with a readable table on a failure."""
-
-    def __init__(self, session: GpuPerfSession, item: pytest.Item, cache_dir: Path | None = None):
-        self._session = session
-        self._item = item
-        self.settings = session.settings.for_test(item)
-        self.store = BudgetStore(self.settings.baselines_dir)
-        self.cache_dir = cache_dir
-
-    def check(self, module: CudaModule, arch: str) -> StaticResult:
-        import pytest
-
-        from pytest_gpuperf.errors import GateFailure
-        from pytest_gpuperf.session import RECORD_KEY
-
-        selection = self.settings.static_archs
-        if not arch_selected(arch, selection):
-            pytest.skip(f"static tier: {arch} not selected by --gpu-perf-static-archs ({','.join(selection)})")
-        try:
-            result = compile_module(module, arch, cache_dir=self.cache_dir)
-        except ToolchainMissing as exc:
-            pytest.skip(f"gpu-perf: static tier needs the CUDA compiler tools: {exc}")
-        path = self.store.path_for(module.budget_file)
-        budgets = self.store.lookup(module.budget_file, module.name, arch)
-        update = self.settings.update_baselines
-        verdict = judge(result, module, budgets, path, update=update)
-        record = verdict.record
-        record["test"] = self._item.nodeid
-        if update:
-            changes = self.store.update(
-                module.budget_file,
-                module.name,
-                arch,
-                {n: k.budget(with_code=module.gates_code_size) for n, k in result.kernels.items()},
-                result.toolchain,
-            )
-            record["changes"] = [c.to_json() | {"text": c.describe()} for c in changes]
-        self._item.user_properties.append((RECORD_KEY, record))
-        if verdict.failures:
-            raise GateFailure("\n\n".join(verdict.failures))
-        if verdict.missing_note:
-            policy = self.settings.missing_baseline
-            if policy == "fail":
-                raise GateFailure(verdict.missing_note)
-            if policy == "skip":
-                pytest.skip(verdict.missing_note)
-        return result
-
-
-def static_params(modules: Iterable[CudaModule]) -> list[Any]:
-    """``pytest.param(module, arch)`` for every module and each of its archs, with readable ids:
-    ``@pytest.mark.parametrize(("module", "arch"), static_params(CUDA_MODULES))``."""
-    import pytest
-
-    return [pytest.param(m, arch, id=f"{m.name}-{arch}") for m in modules for arch in m.archs]

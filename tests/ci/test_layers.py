@@ -15,14 +15,11 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors", "version", "_gates", "numerics"}),
     frozenset({"_store"}),
     frozenset({"_timing"}),
-    frozenset({"arch"}),
-    frozenset({"options"}),
-    frozenset({"strategies", "against"}),
     frozenset({"testing"}),
-    frozenset({"_report", "live_status", "hookspecs"}),
-    frozenset({"_cli"}),
-    frozenset({"session"}),
-    frozenset({"fixture", "counters", "compile", "run_hooks", "benchmark_interop", "gpu_sharing"}),
+    frozenset({"_report"}),
+    frozenset({"compile", "counters"}),
+    frozenset({"_plugin"}),
+    frozenset({"_cli", "strategies"}),
     frozenset({"plugin", "__init__", "__main__"}),
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
@@ -80,12 +77,12 @@ def test_relative_and_lazy_imports_count_too() -> None:
     text = (
         "from . import jsonio\nfrom .locks import hold\n"
         "def f():\n    from .._report import summary\n"
-        "if TYPE_CHECKING:\n    from pytest_gpuperf.session import GpuPerfSession\n"
+        "if TYPE_CHECKING:\n    from pytest_gpuperf._plugin.session import GpuPerfSession\n"
     )
     assert [m for _, m in imports(files, text)] == [
         "pytest_gpuperf._store.jsonio",
         "pytest_gpuperf._store.locks",
         "pytest_gpuperf._report",
-        "pytest_gpuperf.session",
+        "pytest_gpuperf._plugin.session",
     ]
     assert len(upward_imports(files, text)) == 2  # report and session stand above store

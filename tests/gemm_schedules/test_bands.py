@@ -16,7 +16,7 @@ import pytest
 from pytest_gpuperf._gates.levels import find_levels, is_narrow
 from pytest_gpuperf._gates.stats import Interval
 from pytest_gpuperf._gates.verdict import Verdict, regression_verdict
-from pytest_gpuperf.options import SETTINGS, Settings
+from pytest_gpuperf._plugin.options import SETTINGS, Settings
 from pytest_gpuperf._gates.regression import RegressionCheck, compare_entries
 from pytest_gpuperf._store.baselines import BaselineFile, BaselineEntry, parse_estimate
 from pytest_gpuperf._store.levels import levels_json

@@ -22,7 +22,7 @@ from pytest_gpuperf._gates.verdict import Bands
 from pytest_gpuperf._gates.levels import find_levels
 from pytest_gpuperf._store.baselines import BaselineEntry
 from pytest_gpuperf._store.levels import levels_json
-from pytest_gpuperf.options import BY_NAME
+from pytest_gpuperf._plugin.options import BY_NAME
 from pytest_gpuperf._gates.regression import check_regression
 from pytest_gpuperf.testing import FakeBackend, noise
 from pytest_gpuperf._timing.sampler import SamplingPolicy, compare, measure

@@ -16,7 +16,7 @@ import pytest
 from pytest_gpuperf._store import jsonio
 from pytest_gpuperf._store.baselines import BaselineFile, BaselineStore, BaselineEntry
 from pytest_gpuperf._cli.main import main
-from pytest_gpuperf.compile.static import BudgetStore, Budget
+from pytest_gpuperf._store.budgets import BudgetStore, Budget
 from pytest_gpuperf._store.files import atomic_write_json
 from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 

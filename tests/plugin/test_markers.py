@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.arch import parse_arch
+from pytest_gpuperf._plugin.arch import parse_arch
 
 MARKED_TESTS = """
 import pytest

@@ -17,7 +17,7 @@ from pytest_gpuperf._store.baselines import BaselineFile
 from pytest_gpuperf._store.check import check_folder
 from pytest_gpuperf._cli.main import main
 from pytest_gpuperf._cli.migrate import outcome_line
-from pytest_gpuperf.compile.static import BudgetFile
+from pytest_gpuperf._store.budgets import BudgetFile
 from pytest_gpuperf._store.reports import ReportFileError, load_report
 
 ROOT = Path(__file__).resolve().parents[2]

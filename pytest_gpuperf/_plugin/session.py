@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf._plugin.options import Settings
 from pytest_gpuperf._timing.device import DeviceInfo, NoDevice
-from pytest_gpuperf.options import Settings
 
 if TYPE_CHECKING:  # imported when first needed: loading the plugin must stay cheap
+    from pytest_gpuperf._plugin.live_status import LiveStatus
     from pytest_gpuperf._report.records import MeasurementRecord, Record
     from pytest_gpuperf._store.baselines import BaselineChange, BaselineStore
     from pytest_gpuperf._timing.backend import TimingBackend
     from pytest_gpuperf._timing.health import HealthGuard
     from pytest_gpuperf._timing.sampler import OnRounds, SamplingPolicy
-    from pytest_gpuperf.live_status import LiveStatus
 
 PLUGIN_NAME = "gpu_perf_session"
 RECORD_KEY = "gpu_perf"  # key of the records carried in report.user_properties
@@ -163,7 +163,7 @@ class GpuPerfSession:
         if self.settings.against is None:
             return None
         if self._against is None:
-            from pytest_gpuperf.against import resolve
+            from pytest_gpuperf._plugin.against import resolve
 
             self._against = resolve(self.config.rootpath, self.settings.against)
         return self._against
@@ -171,7 +171,7 @@ class GpuPerfSession:
     @cached_property
     def live(self) -> LiveStatus | None:
         """The live status line, where the run is interactive (``live_status.for_terminal``)."""
-        from pytest_gpuperf.live_status import for_terminal
+        from pytest_gpuperf._plugin.live_status import for_terminal
 
         return for_terminal(self.config)
 

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf._plugin.session import RECORD_KEY, SKIP_PREFIX
 from pytest_gpuperf._report.records import Record, is_record
-from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.session import GpuPerfSession
+    from pytest_gpuperf._plugin.session import GpuPerfSession
 
 ROLE_KEY = "gpu_perf_role"  # user property on a test skipped for want of a GPU: "perf" or "gpu"
 MAX_LISTED = 10  # missing-baseline notes and shifted comparisons listed in the terminal summary

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_gpuperf._plugin.session import RECORD_KEY
 from pytest_gpuperf._report.records import is_record
 from pytest_gpuperf._timing.device import DeviceInfo
-from pytest_gpuperf.session import RECORD_KEY
 
 if TYPE_CHECKING:
+    from pytest_gpuperf._plugin.session import GpuPerfSession
     from pytest_gpuperf._report.records import MeasurementRecord
-    from pytest_gpuperf.session import GpuPerfSession
 
 
 class BenchmarkHooks:

@@ -12,6 +12,8 @@ import pytest
 
 from pytest_gpuperf._gates.regression import check_against, check_regression
 from pytest_gpuperf._gates.verdict import Verdict
+from pytest_gpuperf._plugin.options import Settings
+from pytest_gpuperf._plugin.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
 from pytest_gpuperf._report.records import MeasurementRecord, Record
 from pytest_gpuperf._report.summary import format_against_failure, format_comparison_failure, format_regression_failure
 from pytest_gpuperf._store.baselines import BaselineEntry
@@ -19,8 +21,6 @@ from pytest_gpuperf._timing import sampler
 from pytest_gpuperf._timing.device import DeviceInfo
 from pytest_gpuperf._timing.results import Comparison, Measurement, Variant
 from pytest_gpuperf.errors import BaselineFileError, GateFailure, GpuContended, GpuPerfError
-from pytest_gpuperf.options import Settings
-from pytest_gpuperf.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
 
 
 class GpuPerfInconclusive(UserWarning):
@@ -156,7 +156,7 @@ class GpuPerf:
         if revision is None:
             return None
         if self._pairing is None:
-            from pytest_gpuperf.against import pair
+            from pytest_gpuperf._plugin.against import pair
 
             funcargs = getattr(self._item, "funcargs", {})
             self._pairing = pair(

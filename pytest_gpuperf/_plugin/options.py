@@ -29,7 +29,6 @@ ENV_PREFIX = "GPU_PERF_"
 MARKER = "gpu_perf"
 FULL_MARKER = "gpu_perf_full"  # a perf test of the full tier: run with --gpu-perf-full
 GPU_MARKER = "gpu_perf_for"  # settings for the GPUs whose baseline folder name matches a pattern
-HYPOTHESIS_PROFILE = "gpu-perf"  # registered (pytest_gpuperf.strategies) when --hypothesis-profile names it
 
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -110,7 +109,7 @@ def _device(text: Any) -> str:
 def _arch_list(text: Any) -> tuple[str, ...]:
     """Architectures in any spelling the markers accept ('sm80', 'sm_80', '8.0', 'sm_90a'),
     normalised to nvcc's ('sm_80', 'sm_90a')."""
-    from pytest_gpuperf.arch import parse_arch
+    from pytest_gpuperf._plugin.arch import parse_arch
 
     values = [v.strip().lower() for v in str(text).split(",") if v.strip()]
     if not values:
