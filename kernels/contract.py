@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_gpuperf.compile.cuda_module import CudaModule
+from pytest_gpuperf._compile.cuda_module import CudaModule
 from pytest_gpuperf._store.margins import MarginsFile
 
 __all__ = ["FAMILY_FILES", "TEST_FILES", "KernelFamily", "Shortfall", "TargetShortfalls"]

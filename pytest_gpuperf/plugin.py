@@ -285,8 +285,8 @@ def gpu_counters(request: pytest.FixtureRequest) -> GpuCounters:
     Skipped unless --gpu-perf-counters (independent of --gpu-perf), without a GPU, without
     ncu, or where the counters cannot be read (the skip says how to enable them).
     """
+    from pytest_gpuperf._counters.ncu import CountersUnavailable, find_ncu
     from pytest_gpuperf._plugin.gpu_counters import GpuCounters
-    from pytest_gpuperf.counters import CountersUnavailable, find_ncu
 
     s = _session(request.config)
     if not s.settings.counters:
@@ -306,9 +306,9 @@ def gpu_static(request: pytest.FixtureRequest) -> GpuStatic:
     ``CudaModule`` with nvcc and gates registers, spills, shared memory and stack against the
     budgets in ``<baselines>/static/``, ptxas performance warnings and SASS facts. Runs without
     --gpu-perf; skipped (saying how to install it) where nvcc is missing."""
+    from pytest_gpuperf._compile.cuda_module import INSTALL_HINT
+    from pytest_gpuperf._compile.nvcc import NvccNotFound, find_nvcc
     from pytest_gpuperf._plugin.gpu_static import GpuStatic
-    from pytest_gpuperf.compile.cuda_module import INSTALL_HINT
-    from pytest_gpuperf.compile.nvcc import NvccNotFound, find_nvcc
 
     try:
         find_nvcc()

@@ -37,7 +37,7 @@ FINISH_WAIT_S = 900.0  # at most this long after the last test: longer than any 
 def _prebuild_tasks(static_archs: tuple[str, ...], items: list[pytest.Item], on_gpu: bool = False) -> list[str]:
     """``module@arch`` for each compile-time tier build the selected tests need, CUTLASS first;
     ``on_gpu`` (a --gpu-perf run) adds the run-time NVRTC modules the selected test modules list."""
-    from pytest_gpuperf.compile.cuda_module import CudaModule, arch_selected
+    from pytest_gpuperf._compile.cuda_module import CudaModule, arch_selected
 
     tasks: dict[str, int] = {}  # task -> priority: CUTLASS GEMMs, emulator libraries, the rest
     for item in items:

@@ -22,11 +22,11 @@ from pathlib import Path
 from kernels.megakernel.config import ModelConfig
 from kernels.megakernel.family import VARIANTS
 from kernels.megakernel.layout import PARAMS_DTYPE, DecodeBuffers
-from pytest_gpuperf.compile.cache import BuildCache, Built, digest_fields
-from pytest_gpuperf.compile.depfile import TARGET, parse_depfile
+from pytest_gpuperf._compile.cache import BuildCache, Built, digest_fields
+from pytest_gpuperf._compile.depfile import TARGET, parse_depfile
 from pytest_gpuperf._store.private_dir import cache_folder
-from pytest_gpuperf.compile.run import run_tool
-from pytest_gpuperf.compile.toolchain import environment_identity, tool_identity
+from pytest_gpuperf._compile.run import run_tool
+from pytest_gpuperf._compile.toolchain import environment_identity, tool_identity
 
 HERE = Path(__file__).resolve().parent
 CACHE_ENV = "MK_EMULATOR_CACHE"

@@ -191,7 +191,7 @@ HF_CHECK_STEPS = ((1234, 7), (1234, 600))
 # builds exactly what the tests load. The decode module adds the model shape's -D options
 # (ModelConfig.compile_defines()).
 from kernels.megakernel.config import QWEN3_0_6B  # noqa: E402
-from pytest_gpuperf.compile.cuda_module import CudaModule  # noqa: E402
+from pytest_gpuperf._compile.cuda_module import CudaModule  # noqa: E402
 
 COMPILE_OPTIONS = ("-std=c++17",)
 DECODE_NAME_EXPRESSIONS = tuple(f"megakernel_decode<{i}>" for i in range(len(VARIANTS)))

@@ -1,4 +1,4 @@
-"""Launch targets for Nsight Compute profiles of the qkv kernels (``pytest_gpuperf.counters``).
+"""Launch targets for Nsight Compute profiles of the qkv kernels (``pytest_gpuperf._counters``).
 
 ``launch_cases`` runs in the process ncu starts::
 

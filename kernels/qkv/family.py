@@ -6,7 +6,7 @@ from pathlib import Path
 from kernels.contract import KernelFamily
 from kernels.qkv.launch import COMPILE_OPTIONS, NAME_EXPRESSIONS, VARIANTS, LaunchConfig
 from kernels.qkv.reference import QkvShape
-from pytest_gpuperf.compile.cuda_module import CudaModule
+from pytest_gpuperf._compile.cuda_module import CudaModule
 from pytest_gpuperf._store.margins import MarginsFile
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The ``gpu_counters`` fixture's object: Nsight Compute profiles (``counters``) of one test's
+"""The ``gpu_counters`` fixture's object: Nsight Compute profiles (``_counters``) of one test's
 launches, cached for the session and recorded on the test's report."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
+from pytest_gpuperf._counters.metrics import DEFAULT_METRICS, CounterResult
+from pytest_gpuperf._counters.ncu import CountersUnavailable, profile_launches
 from pytest_gpuperf._plugin.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
 from pytest_gpuperf._timing.device import DeviceInfo
-from pytest_gpuperf.counters import DEFAULT_METRICS, CounterResult, CountersUnavailable, profile_launches
 
 if TYPE_CHECKING:
     from pytest_gpuperf._report.records import CountersRecord
@@ -43,7 +44,7 @@ class GpuCounters:
         ideal_write_bytes: float | None = None,
         iterations: float | None = None,
     ) -> CounterResult:
-        """Profile one launch (see ``counters.profile``) and record it on this test's report."""
+        """Profile one launch (see ``_counters.ncu.profile``) and record it on this test's report."""
         (result,) = self.profile_launches(
             target, args, kernel_regex=kernel_regex, launch_count=1, launch_skip=launch_skip, metrics=metrics
         )

@@ -1,4 +1,4 @@
-"""The ``gpu_static`` fixture's object: the compile-time tier (``compile.static``) bound to one
+"""The ``gpu_static`` fixture's object: the compile-time tier (``_compile.static``) bound to one
 test, recording each build on the test's report, and ``static_params`` to parametrize over modules."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from pytest_gpuperf._compile.cubin import StaticResult, compile_module
+from pytest_gpuperf._compile.cuda_module import CudaModule, ToolchainMissing, arch_selected
+from pytest_gpuperf._compile.static import judge
 from pytest_gpuperf._plugin.session import RECORD_KEY, GpuPerfSession
 from pytest_gpuperf._store.budgets import BudgetStore
-from pytest_gpuperf.compile.cubin import StaticResult, compile_module
-from pytest_gpuperf.compile.cuda_module import CudaModule, ToolchainMissing, arch_selected
-from pytest_gpuperf.compile.static import judge
 from pytest_gpuperf.errors import GateFailure
 
 

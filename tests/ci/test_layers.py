@@ -17,7 +17,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"_timing"}),
     frozenset({"testing"}),
     frozenset({"_report"}),
-    frozenset({"compile", "counters"}),
+    frozenset({"_compile", "_counters"}),
     frozenset({"_plugin"}),
     frozenset({"_cli", "strategies"}),
     frozenset({"plugin", "__init__", "__main__"}),

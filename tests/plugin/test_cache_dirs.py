@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf._store import private_dir
-from pytest_gpuperf.compile.nvcc import build_shared_library, default_cache_dir
+from pytest_gpuperf._compile.nvcc import build_shared_library, default_cache_dir
 from pytest_gpuperf._store.private_dir import cache_folder
 from pytest_gpuperf.errors import UnsafePathError
 

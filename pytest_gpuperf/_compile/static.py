@@ -6,7 +6,7 @@ For each :class:`CudaModule` and target architecture the tier
   generated wrapper ``#include``s the source and takes the address of every name expression
   (``static void* const ...[] = {(void*)&merge<__half, 128, true>, ...}``), so the same
   instantiations exist with the same options (``shared_library=True`` modules are built through
-  :func:`~pytest_gpuperf.compile.nvcc.build_shared_library` instead, sharing its cache entry with
+  :func:`~pytest_gpuperf._compile.nvcc.build_shared_library` instead, sharing its cache entry with
   the library the tests load, so a CUTLASS GEMM is never built twice);
 * parses ``ptxas -v``: registers, spill stores and loads, static shared memory and stack frame
   per kernel, plus ptxas performance warnings (C75xx, e.g. C7510 "wgmma serialized");
@@ -18,15 +18,15 @@ For each :class:`CudaModule` and target architecture the tier
   SASS instruction count held within that fraction of its recorded count (code size costs time
   where a kernel's hot code outgrows the SM's instruction cache, as in a persistent megakernel).
 
-Compiles are cached (:class:`~pytest_gpuperf.compile.cache.BuildCache`, ``<cache root>/static``)
+Compiles are cached (:class:`~pytest_gpuperf._compile.cache.BuildCache`, ``<cache root>/static``)
 under the toolchain's identity, the options, name expressions and architecture, the source, and
 every file ``nvcc -M`` says the build read; disassemblies (``<cache root>/static-sass``) under
 the binary's bytes and the disassemblers' identity. A warm run costs a few hashes and file
 reads per module.
 
-The tier's parts: :mod:`~pytest_gpuperf.compile.cuda_module` (what to build),
-:mod:`~pytest_gpuperf.compile.cubin` (building and disassembling),
-:mod:`~pytest_gpuperf.compile.kernel_report` (reading ptxas and cuobjdump),
+The tier's parts: :mod:`~pytest_gpuperf._compile.cuda_module` (what to build),
+:mod:`~pytest_gpuperf._compile.cubin` (building and disassembling),
+:mod:`~pytest_gpuperf._compile.kernel_report` (reading ptxas and cuobjdump),
 :mod:`~pytest_gpuperf._store.budgets` (the stored budgets) and this module (judging a build
 against its budgets and facts); the ``gpu_static`` fixture's object is ``_plugin.gpu_static``.
 
@@ -44,14 +44,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf._compile.cubin import KernelResources, StaticResult
+from pytest_gpuperf._compile.cuda_module import CudaModule
 from pytest_gpuperf._report.table import text_table
 from pytest_gpuperf._store.budgets import (
     BUDGET_FIELDS,
     CODE_FIELD,
     ArchBudgets,
 )
-from pytest_gpuperf.compile.cubin import KernelResources, StaticResult
-from pytest_gpuperf.compile.cuda_module import CudaModule
 
 if TYPE_CHECKING:
     from pytest_gpuperf._report.records import StaticRecord

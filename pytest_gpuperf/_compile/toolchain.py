@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_gpuperf.compile.run import run_tool
+from pytest_gpuperf._compile.run import run_tool
 from pytest_gpuperf.errors import UnsafePathError
 
 __all__ = [

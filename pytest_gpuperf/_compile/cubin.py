@@ -1,4 +1,4 @@
-"""Building a :class:`~pytest_gpuperf.compile.cuda_module.CudaModule` for one architecture with
+"""Building a :class:`~pytest_gpuperf._compile.cuda_module.CudaModule` for one architecture with
 nvcc, cached, and reporting on every kernel: :func:`compile_module` returns a :class:`StaticResult`."""
 
 from __future__ import annotations
@@ -14,20 +14,20 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pytest_gpuperf._store.budgets import BUDGET_FIELDS, Budget
-from pytest_gpuperf.compile import nvcc as _nvcc
-from pytest_gpuperf.compile.cache import Built, build_key_fields, digest_fields
-from pytest_gpuperf.compile.cuda_module import INSTALL_HINT, CudaModule, ToolchainMissing
-from pytest_gpuperf.compile.kernel_report import (
+from pytest_gpuperf._compile import nvcc as _nvcc
+from pytest_gpuperf._compile.cache import Built, build_key_fields, digest_fields
+from pytest_gpuperf._compile.cuda_module import INSTALL_HINT, CudaModule, ToolchainMissing
+from pytest_gpuperf._compile.kernel_report import (
     count_sass_instructions,
     demangle,
     kernel_key,
     parse_ptxas_resources,
     split_sass,
 )
-from pytest_gpuperf.compile.nvcc import NvccBuildError, NvccNotFound
-from pytest_gpuperf.compile.run import run_tool
-from pytest_gpuperf.compile.toolchain import nvcc_identity, refuse_shell_metacharacters, tool_identity
+from pytest_gpuperf._compile.nvcc import NvccBuildError, NvccNotFound
+from pytest_gpuperf._compile.run import run_tool
+from pytest_gpuperf._compile.toolchain import nvcc_identity, refuse_shell_metacharacters, tool_identity
+from pytest_gpuperf._store.budgets import BUDGET_FIELDS, Budget
 
 __all__ = ["KernelResources", "StaticResult", "compile_module", "disassemble", "toolchain_label"]
 
@@ -205,9 +205,9 @@ def compile_module(
 
     ``sass`` (default: only when the module declares facts or gates its code size) disassembles
     the binary too, and counts each kernel's instructions. ``timeout_s`` limits each nvcc run
-    (default :func:`~pytest_gpuperf.compile.nvcc.build_timeout_s`).
+    (default :func:`~pytest_gpuperf._compile.nvcc.build_timeout_s`).
     Raises :class:`ToolchainMissing` when a tool is missing,
-    :class:`~pytest_gpuperf.compile.nvcc.NvccBuildError` when the build fails and
+    :class:`~pytest_gpuperf._compile.nvcc.NvccBuildError` when the build fails and
     :class:`~pytest_gpuperf.errors.UnsafePathError` for a path nvcc's shell would interpret or
     a cache folder others can write.
     """

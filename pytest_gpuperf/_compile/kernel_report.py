@@ -10,8 +10,8 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 
+from pytest_gpuperf._compile.cuda_module import ToolchainMissing
 from pytest_gpuperf._store.budgets import BUDGET_FIELDS
-from pytest_gpuperf.compile.cuda_module import ToolchainMissing
 
 __all__ = [
     "count_sass_instructions",

@@ -31,11 +31,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pytest_gpuperf._compile.cache import BuildCache, Built, build_key_fields, digest_fields
+from pytest_gpuperf._compile.depfile import TARGET, parse_depfile
+from pytest_gpuperf._compile.run import run_tool
+from pytest_gpuperf._compile.toolchain import nvcc_identity, refuse_shell_metacharacters, tool_version
 from pytest_gpuperf._store.private_dir import default_cache_root, ensure_private_dir
-from pytest_gpuperf.compile.cache import BuildCache, Built, build_key_fields, digest_fields
-from pytest_gpuperf.compile.depfile import TARGET, parse_depfile
-from pytest_gpuperf.compile.run import run_tool
-from pytest_gpuperf.compile.toolchain import nvcc_identity, refuse_shell_metacharacters, tool_version
 from pytest_gpuperf.errors import GpuPerfUsageError
 
 __all__ = [

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pytest_gpuperf.compile import nvcc as _nvcc
+from pytest_gpuperf._compile import nvcc as _nvcc
 
 __all__ = ["INSTALL_HINT", "CudaModule", "ToolchainMissing", "arch_selected"]
 
@@ -44,7 +44,7 @@ class CudaModule:
     ``max_code_growth`` (a fraction, e.g. 0.02) holds each kernel's SASS instruction count within
     that much of the count recorded with its budget; ``None`` leaves code size unchecked.
     ``shared_library=True`` builds the source with nvcc's host compiler as
-    :func:`~pytest_gpuperf.compile.nvcc.build_shared_library` does (``options`` are its
+    :func:`~pytest_gpuperf._compile.nvcc.build_shared_library` does (``options`` are its
     ``flags``; name expressions are not used). ``include_dirs_from`` names a function
     ``"package.module:function"`` returning more include folders, called at build time (for
     headers found at run time, such as CUTLASS's). Budgets are stored in ``<group or name>.json``.
