@@ -2,7 +2,7 @@
 first, and the JSON file it writes, which names the GPU, the time (UTC) and the commit of this
 checkout, so a sweep's figures can be cited by date, GPU and commit as a test run's are.
 
-A sweep times each variant and launch shape on its own (``pytest_gpuperf._timing.bench``), not
+A sweep times each variant and launch shape on its own (``pytest_gpuperf.bench``), not
 interleaved: it backs launch settings, while the perf tests gate. Usage::
 
     parser = sweeps.parser("qkv", __doc__)
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_gpuperf._timing.device import DeviceInfo
+    from pytest_gpuperf import DeviceInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER_FIELDS = ("family", "gpu", "created", "provenance", "elapsed_s")  # the harness's, in every file
@@ -50,7 +50,7 @@ class SweepRun:
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def header(self) -> dict[str, Any]:
-        from pytest_gpuperf._report.provenance import provenance
+        from pytest_gpuperf.bench import provenance
 
         return {
             "family": self.family,
@@ -67,11 +67,11 @@ class SweepRun:
         clash = sorted(set(results) & set(HEADER_FIELDS))
         if clash:
             raise ValueError(f"sweep results of {self.family} use the harness's field names {clash}")
-        from pytest_gpuperf._store.files import atomic_write_json
+        from pytest_gpuperf.bench import write_json
 
         payload = {**self.header(), **results}
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(Path(out), payload)
+        write_json(Path(out), payload)
         print(f"wrote {out} ({payload['elapsed_s']:.0f} s)")
         return payload
 
@@ -79,7 +79,7 @@ class SweepRun:
 def start(family: str, device: DeviceInfo | None = None) -> SweepRun:
     """Probe the GPU (the first CUDA device) unless given, print it, and start the clock."""
     if device is None:
-        from pytest_gpuperf._timing.bench import device as first_device
+        from pytest_gpuperf.bench import device as first_device
 
         device = first_device()
     print(f"device: {device.describe()}, key {device.key}", flush=True)

@@ -128,7 +128,7 @@ def race_survey(sm_count: int, runs: int) -> list[dict[str, Any]]:
 def run_timings(sm_count: int, quick: bool) -> list[dict[str, Any]]:
     import cupy
 
-    from pytest_gpuperf._timing.bench import time_callable
+    from pytest_gpuperf.bench import time_callable
 
     rows = []
     size = ELEMENTS_PER_BLOCK

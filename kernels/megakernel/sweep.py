@@ -39,13 +39,13 @@ GRID_SYNC_ITERATIONS = 2000
 
 
 def _policy() -> Any:
-    from pytest_gpuperf._timing.sampler import SamplingPolicy
+    from pytest_gpuperf.bench import SamplingPolicy
 
     return SamplingPolicy(budget_s=0.3, extension_budget_s=0.3, min_samples=20, precision=0.01)
 
 
 def _time(launch: Any, name: str, **kwargs: Any) -> Any:
-    from pytest_gpuperf._timing.bench import time_callable
+    from pytest_gpuperf.bench import time_callable
 
     return time_callable(launch, name=name, cache="cold", policy=_policy(), **kwargs)
 
@@ -57,7 +57,7 @@ def copy_bandwidth() -> float:
     (2.76 TB/s on the H200 against 4.2 TB/s for an SM copy), which inflated every roofline
     fraction by half. The plugin's copy kernel is the one ceiling all families use.
     """
-    from pytest_gpuperf._timing.roofline import copy_bandwidth as measured
+    from pytest_gpuperf.bench import copy_bandwidth as measured
 
     return measured(ordinal=0)
 

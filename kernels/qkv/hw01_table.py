@@ -6,7 +6,7 @@ Profiles every variant on both layers at its best launch (family.BEST_CONFIGS fo
 architecture) and at the default launch (8 warps, one block per SM, 8 words per thread; the
 note's launches are one block per SM too), one launch each, all in one ncu run (a few tens
 of seconds of GPU time on an H200). Prints the columns /itr % SW BXW N-Rd N-Wr GB/s t/us
-(pytest_gpuperf/_counters/metrics.py defines them) plus SW/128B, SBXW and DRAM GB/s, and under each
+(``CounterResult.derived`` computes them) plus SW/128B, SBXW and DRAM GB/s, and under each
 profiled kernel the note's fastest row for it. Writes every metric, the derived columns and
 the note's rows to --out. Exit status 2 when counters cannot be read here (the reason is
 printed), 1 when the profile fails.
@@ -29,7 +29,7 @@ from typing import Any, Mapping, Sequence
 from kernels.qkv.counters import KERNEL_REGEX, TARGET, case, check_order, ideal
 from kernels.qkv.family import LAYERS, VARIANTS, best_config
 from kernels.qkv.launch import LaunchConfig
-from pytest_gpuperf._counters.ncu import CounterError, CountersUnavailable, profile_launches
+from pytest_gpuperf.bench import CounterError, CountersUnavailable, profile_launches
 
 # The note's hw01 columns in its order (CounterResult.derived names them so), then three more.
 HW01_COLUMNS = ("/itr", "%", "SW", "BXW", "N-Rd", "N-Wr", "GB/s", "t/us")
@@ -88,12 +88,13 @@ def plan(arch: str, configs: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _arch() -> str:
-    from pytest_gpuperf._timing.device import DeviceInfo, probe
+    from pytest_gpuperf import GpuPerfError
+    from pytest_gpuperf.bench import device
 
-    device = probe(0)
-    if not isinstance(device, DeviceInfo):
-        raise CountersUnavailable(f"no GPU: {device.reason}")
-    return device.arch
+    try:
+        return device(0).arch
+    except GpuPerfError as exc:
+        raise CountersUnavailable(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

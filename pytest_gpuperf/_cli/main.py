@@ -24,7 +24,7 @@ def version() -> str:
     try:
         return dist_version("pytest-gpuperf")
     except PackageNotFoundError:
-        from pytest_gpuperf.version import __version__
+        from pytest_gpuperf._version import __version__
 
         return __version__
 

@@ -1,5 +1,5 @@
-"""Building CUDA sources: run-time modules through CuPy, and static nvcc builds."""
-
-from pytest_gpuperf._compile.modules import load_module
-
-__all__ = ["load_module"]
+"""The compile-time tier and CUDA builds: run-time modules through CuPy (``modules``), static
+nvcc builds into a shared library (``nvcc``) and host C++ libraries (``host``), both in the
+on-disk build cache (``cache``); what the tier builds (``cuda_module``), building and
+disassembling a module (``cubin``), reading ptxas and cuobjdump (``kernel_report``) and judging a
+build against its budgets and facts (``static``)."""

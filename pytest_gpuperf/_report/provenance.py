@@ -19,7 +19,7 @@ def provenance(rootdir: Path) -> dict[str, Any]:
     and the versions of Python, pytest and pytest-gpuperf."""
     import pytest
 
-    from pytest_gpuperf.version import __version__
+    from pytest_gpuperf._version import __version__
 
     commit = _git(rootdir, "rev-parse", "HEAD")
     status = _git(rootdir, "status", "--porcelain", "--untracked-files=no") if commit else None

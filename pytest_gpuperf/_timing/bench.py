@@ -14,17 +14,21 @@ from pytest_gpuperf.errors import GpuPerfError
 
 
 @functools.cache
+def device(ordinal: int = 0) -> DeviceInfo:
+    """The GPU ``ordinal`` as the timing here sees it (probed once per process); GpuPerfError when
+    there is none."""
+    found = probe(ordinal)
+    if not isinstance(found, DeviceInfo):
+        raise GpuPerfError(f"no GPU to time on: {found.reason}")
+    return found
+
+
+@functools.cache
 def _backend(ordinal: int) -> tuple[DeviceInfo, Any]:
-    device = probe(ordinal)
-    if not isinstance(device, DeviceInfo):
-        raise GpuPerfError(f"no GPU to time on: {device.reason}")
     from pytest_gpuperf._timing.cupy_backend import CupyBackend
 
-    return device, CupyBackend(device)
-
-
-def device(ordinal: int = 0) -> DeviceInfo:
-    return _backend(ordinal)[0]
+    info = device(ordinal)
+    return info, CupyBackend(info)
 
 
 def time_callable(

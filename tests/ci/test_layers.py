@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 
 # Bottom to top; a top-level module or folder of pytest_gpuperf per name.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "version", "_gates", "numerics"}),
+    frozenset({"errors", "_version", "_gates", "numerics"}),
     frozenset({"_store"}),
     frozenset({"_timing"}),
     frozenset({"testing"}),
@@ -20,7 +20,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"_compile", "_counters"}),
     frozenset({"_plugin"}),
     frozenset({"_cli", "strategies"}),
-    frozenset({"plugin", "__init__", "__main__"}),
+    frozenset({"plugin", "__init__", "__main__", "bench"}),
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 

@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from kernels.contract import FAMILY_FILES, TEST_FILES, KernelFamily
-from pytest_gpuperf._plugin.gpu_static import static_params
+from pytest_gpuperf import static_params
 from pytest_gpuperf._store.margins import MarginsFile, gpu_label
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kernels.merge_attn_states.family import CUDA_MODULES
-from pytest_gpuperf._compile.cuda_module import CudaModule
-from pytest_gpuperf._plugin.gpu_static import static_params
+from pytest_gpuperf import CudaModule, static_params
 
 if TYPE_CHECKING:
     from pytest_gpuperf import GpuStatic

@@ -28,7 +28,7 @@ from kernels.qkv.counters import KERNEL_REGEX, TARGET, case, check_order, ideal,
 from kernels.qkv.family import LAYERS, VARIANTS, best_config
 from kernels.qkv.hw01_table import NOTE_ROWS, format_table, plan
 from kernels.qkv.launch import LaunchConfig
-from pytest_gpuperf._counters.metrics import CounterResult
+from pytest_gpuperf import CounterResult
 
 if TYPE_CHECKING:
     from pytest_gpuperf import GpuCounters
