@@ -37,9 +37,9 @@ from pytest_gpuperf._store.files import (
 )
 from pytest_gpuperf._store.jsonio import finite_number, shown
 from pytest_gpuperf._store.locks import hold
+from pytest_gpuperf._store.schema_versions import BASELINES_SCHEMA as SCHEMA
 from pytest_gpuperf.errors import BaselineFileError, GpuPerfError
 
-SCHEMA = "pytest-gpuperf/baselines/1"
 LOCK_TIMEOUT_S = 120.0
 _NUMBER_FIELDS = ("median_s", "ci_low_s", "ci_high_s")
 

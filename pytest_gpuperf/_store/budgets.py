@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_gpuperf._store.baselines import locked_for_writing
 from pytest_gpuperf._store.files import atomic_write_json, read_json_object
+from pytest_gpuperf._store.schema_versions import BUDGET_SCHEMA
 from pytest_gpuperf.errors import BaselineFileError
 
 __all__ = [
@@ -28,7 +29,6 @@ __all__ = [
     "BudgetStore",
 ]
 
-BUDGET_SCHEMA = "pytest-gpuperf/static-budgets/2"
 READABLE_SCHEMAS = ("pytest-gpuperf/static-budgets/1", BUDGET_SCHEMA)  # 1: no instruction counts
 BUDGET_FIELDS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "stack_bytes")
 CODE_FIELD = "sass_instructions"  # budgeted only for modules that set max_code_growth

@@ -12,14 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pytest_gpuperf._store.baselines import SCHEMA as BASELINES_SCHEMA
-from pytest_gpuperf._store.budgets import BUDGET_SCHEMA
 from pytest_gpuperf._store.jsonio import shown
 from pytest_gpuperf.errors import GpuPerfError
 
-REPORT_SCHEMA = "pytest-gpuperf/report/1"  # the JSON report (report/summary.py writes it, store/reports.py reads it)
+# The schema each writer writes. Defined here, not beside the writers, so a reader of the version
+# table (the JSON report's writer, every command) loads none of them.
+REPORT_SCHEMA = "pytest-gpuperf/report/1"  # the JSON report (_report/summary.py writes it, reports.py reads it)
+BASELINES_SCHEMA = "pytest-gpuperf/baselines/1"  # baselines.py
+BUDGET_SCHEMA = "pytest-gpuperf/static-budgets/2"  # budgets.py
 
 __all__ = [
+    "BASELINES_SCHEMA",
+    "BUDGET_SCHEMA",
     "CURRENT",
     "MIGRATIONS",
     "PREFIX",
