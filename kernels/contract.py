@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_gpuperf.compile.cuda_module import CudaModule
-from pytest_gpuperf.store.margins import MarginsFile
+from pytest_gpuperf import CudaModule
+from pytest_gpuperf import MarginsFile
 
 __all__ = ["FAMILY_FILES", "TEST_FILES", "KernelFamily", "Shortfall", "TargetShortfalls"]
 

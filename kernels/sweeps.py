@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.device import DeviceInfo
+    from pytest_gpuperf import DeviceInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER_FIELDS = ("family", "gpu", "created", "provenance", "elapsed_s")  # the harness's, in every file
@@ -50,7 +50,7 @@ class SweepRun:
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def header(self) -> dict[str, Any]:
-        from pytest_gpuperf.report.provenance import provenance
+        from pytest_gpuperf.bench import provenance
 
         return {
             "family": self.family,
@@ -67,11 +67,11 @@ class SweepRun:
         clash = sorted(set(results) & set(HEADER_FIELDS))
         if clash:
             raise ValueError(f"sweep results of {self.family} use the harness's field names {clash}")
-        from pytest_gpuperf.store.files import atomic_write_json
+        from pytest_gpuperf.bench import write_json
 
         payload = {**self.header(), **results}
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(Path(out), payload)
+        write_json(Path(out), payload)
         print(f"wrote {out} ({payload['elapsed_s']:.0f} s)")
         return payload
 

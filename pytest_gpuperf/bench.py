@@ -1,57 +1,30 @@
-"""Time callables outside pytest (sweeps, notebooks) with the same engine the fixture uses."""
+"""Timing and profiling outside pytest (sweeps, notebooks, scripts) with the engine the fixtures
+use: a callable's GPU time per call, two variants interleaved, the device's copy bandwidth,
+Nsight Compute counters of chosen launches, and a results file that records where it came from.
 
-from __future__ import annotations
+    from pytest_gpuperf import Variant
+    from pytest_gpuperf.bench import time_callable
 
-import functools
-from collections.abc import Callable
-from typing import Any
+    m = time_callable(lambda: kernel(grid, block, args), name="mine", bytes=2 * n * 4)
+    print(m.median_s, m.ci_low_s, m.ci_high_s)
+"""
 
-from pytest_gpuperf.device import DeviceInfo
-from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.results import CacheMode, Comparison, Measurement, Variant
-from pytest_gpuperf.timing.nvml import probe
-from pytest_gpuperf.timing.sampler import SamplingPolicy, compare, measure
+from pytest_gpuperf._counters.ncu import CounterError, CountersUnavailable, profile_launches
+from pytest_gpuperf._report.provenance import provenance
+from pytest_gpuperf._store.files import atomic_write_json as write_json
+from pytest_gpuperf._timing.bench import compare_callables, device, time_callable
+from pytest_gpuperf._timing.roofline import copy_bandwidth
+from pytest_gpuperf._timing.sampler import SamplingPolicy
 
-
-@functools.cache
-def _backend(ordinal: int) -> tuple[DeviceInfo, Any]:
-    device = probe(ordinal)
-    if not isinstance(device, DeviceInfo):
-        raise GpuPerfError(f"no GPU to time on: {device.reason}")
-    from pytest_gpuperf.timing.cupy_backend import CupyBackend
-
-    return device, CupyBackend(device)
-
-
-def device(ordinal: int = 0) -> DeviceInfo:
-    return _backend(ordinal)[0]
-
-
-def time_callable(
-    launch: Callable[[], Any],
-    *,
-    name: str = "callable",
-    cache: CacheMode = "cold",
-    bytes: int | None = None,
-    flops: int | None = None,
-    ordinal: int = 0,
-    policy: SamplingPolicy | None = None,
-) -> Measurement:
-    """GPU time per call of ``launch`` (which enqueues work on the current CuPy stream)."""
-    info, backend = _backend(ordinal)
-    variant = Variant(name, launch, bytes=bytes, flops=flops)
-    return measure(backend, variant, policy or SamplingPolicy(), cache, info.key)
-
-
-def compare_callables(
-    fast: Variant,
-    baseline: Variant,
-    *,
-    at_least: float | None = None,
-    cache: CacheMode = "cold",
-    ordinal: int = 0,
-    policy: SamplingPolicy | None = None,
-) -> Comparison:
-    """Interleaved measurement of two variants, as ``gpu_perf.assert_speedup`` does, without asserting."""
-    info, backend = _backend(ordinal)
-    return compare(backend, fast, baseline, policy or SamplingPolicy(), at_least, cache, info.key)
+__all__ = [
+    "time_callable",
+    "compare_callables",
+    "SamplingPolicy",
+    "device",
+    "copy_bandwidth",
+    "profile_launches",
+    "CounterError",
+    "CountersUnavailable",
+    "provenance",
+    "write_json",
+]

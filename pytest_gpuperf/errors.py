@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "GpuPerfError",
+    "GpuPerfUsageError",
+    "BaselineFileError",
+    "GateFailure",
+    "GpuContended",
+    "InvalidSample",
+    "UnsafePathError",
+    "LockTimeoutError",
+]
+
 
 class GpuPerfError(Exception):
     """A measurement could not be made (CUDA error, bad callable, unusable device)."""

@@ -1,4 +1,5 @@
-"""pytest hooks and fixtures of pytest-gpuperf: a thin table; the work is in the modules they call.
+"""pytest hooks and fixtures of pytest-gpuperf, the module its ``pytest11`` entry point names: a
+thin table; the work is in ``_plugin`` and the folders below it.
 
 Installing the plugin changes nothing in a suite that does not use it: it claims no generic
 marker or fixture name (its fixtures are ``gpuperf_device``, ``gpu_perf``, ``gpu_counters`` and
@@ -13,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuperf import arch, gpu_sharing, hookspecs, options
-from pytest_gpuperf.device import DeviceInfo
+from pytest_gpuperf._plugin import arch, gpu_sharing, hookspecs, hypothesis_profile, options
+from pytest_gpuperf._plugin.run_hooks import ROLE_KEY, RunHooks
+from pytest_gpuperf._plugin.session import SKIP_PREFIX, GpuPerfSession
+from pytest_gpuperf._timing.device import DeviceInfo
 from pytest_gpuperf.errors import GpuPerfError, GpuPerfUsageError
-from pytest_gpuperf.run_hooks import ROLE_KEY, RunHooks
-from pytest_gpuperf.session import SKIP_PREFIX, GpuPerfSession
 
 if TYPE_CHECKING:
-    from pytest_gpuperf.compile.static import GpuStatic
-    from pytest_gpuperf.counters import GpuCounters
-    from pytest_gpuperf.fixture import GpuPerf
+    from pytest_gpuperf._plugin.gpu_counters import GpuCounters
+    from pytest_gpuperf._plugin.gpu_perf import GpuPerf
+    from pytest_gpuperf._plugin.gpu_static import GpuStatic
 
 SESSION_KEY = pytest.StashKey[GpuPerfSession]()
 SHARED_KEY = pytest.StashKey[int]()
@@ -108,7 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     config.pluginmanager.register(RunHooks(session), "gpu_perf_run")
     if config.pluginmanager.hasplugin("benchmark") and benchmark_asked(config):
-        from pytest_gpuperf.benchmark_interop import BenchmarkHooks
+        from pytest_gpuperf._plugin.benchmark_interop import BenchmarkHooks
 
         config.pluginmanager.register(BenchmarkHooks(session), "gpu_perf_benchmark")
 
@@ -118,10 +119,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     """Register the ``gpu-perf`` hypothesis profile when the command line asks for it, before
     hypothesis's own plugin loads the profile named there (never otherwise: a project's own
     profile stays in force)."""
-    if config.getoption("hypothesis_profile", None) == options.HYPOTHESIS_PROFILE:
-        from pytest_gpuperf.strategies import register_profile
-
-        register_profile()
+    if config.getoption("hypothesis_profile", None) == hypothesis_profile.PROFILE:
+        hypothesis_profile.register_profile()
 
 
 def benchmark_asked(config: pytest.Config) -> bool:
@@ -261,7 +260,7 @@ def gpu(request: pytest.FixtureRequest) -> DeviceInfo:
 @pytest.fixture
 def gpu_perf(request: pytest.FixtureRequest) -> GpuPerf:
     """Measure variants, assert speedups and check stored baselines (see ``GpuPerf``)."""
-    from pytest_gpuperf.fixture import GpuPerf
+    from pytest_gpuperf._plugin.gpu_perf import GpuPerf
 
     s = _session(request.config)
     if not s.settings.enabled:
@@ -281,12 +280,13 @@ COUNTERS_CACHE_KEY = pytest.StashKey[dict[str, Any]]()
 
 @pytest.fixture
 def gpu_counters(request: pytest.FixtureRequest) -> GpuCounters:
-    """Nsight Compute counters of single kernel launches (see ``pytest_gpuperf.counters``).
+    """Nsight Compute counters of single kernel launches (see ``GpuCounters``).
 
     Skipped unless --gpu-perf-counters (independent of --gpu-perf), without a GPU, without
     ncu, or where the counters cannot be read (the skip says how to enable them).
     """
-    from pytest_gpuperf.counters import CountersUnavailable, GpuCounters, find_ncu
+    from pytest_gpuperf._counters.ncu import CountersUnavailable, find_ncu
+    from pytest_gpuperf._plugin.gpu_counters import GpuCounters
 
     s = _session(request.config)
     if not s.settings.counters:
@@ -306,8 +306,9 @@ def gpu_static(request: pytest.FixtureRequest) -> GpuStatic:
     ``CudaModule`` with nvcc and gates registers, spills, shared memory and stack against the
     budgets in ``<baselines>/static/``, ptxas performance warnings and SASS facts. Runs without
     --gpu-perf; skipped (saying how to install it) where nvcc is missing."""
-    from pytest_gpuperf.compile.nvcc import NvccNotFound, find_nvcc
-    from pytest_gpuperf.compile.static import INSTALL_HINT, GpuStatic
+    from pytest_gpuperf._compile.cuda_module import INSTALL_HINT
+    from pytest_gpuperf._compile.nvcc import NvccNotFound, find_nvcc
+    from pytest_gpuperf._plugin.gpu_static import GpuStatic
 
     try:
         find_nvcc()

@@ -1,8 +1,8 @@
 """hypothesis strategies for kernel tests, and the profile GPU tests need (the ``hypothesis`` extra).
 
-First calls compile kernels (seconds), so the ``gpu-perf`` profile has no deadline. The plugin
-registers it when the command line asks for it (``--hypothesis-profile=gpu-perf``, e.g. in the
-project's ``addopts``); a project can also call ``register_profile()`` from its conftest.py.
+First calls compile kernels (seconds), so the ``gpu-perf`` profile (``PROFILE``) has no deadline.
+The plugin registers it when the command line asks for it (``--hypothesis-profile=gpu-perf``, e.g.
+in the project's ``addopts``); a project can also call ``register_profile()`` from its conftest.py.
 """
 
 from __future__ import annotations
@@ -10,21 +10,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from pytest_gpuperf.options import HYPOTHESIS_PROFILE as PROFILE
+from pytest_gpuperf._plugin.hypothesis_profile import PROFILE, register_profile
 
 __all__ = ["PROFILE", "register_profile", "sizes", "shapes", "finite_floats", "arrays", "seeds"]
-
-
-def register_profile() -> None:
-    settings.register_profile(
-        PROFILE,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 def sizes(min_value: int = 1, max_value: int = 4096, *, multiple_of: int | None = None) -> st.SearchStrategy[int]:

@@ -37,7 +37,7 @@ FINISH_WAIT_S = 900.0  # at most this long after the last test: longer than any 
 def _prebuild_tasks(static_archs: tuple[str, ...], items: list[pytest.Item], on_gpu: bool = False) -> list[str]:
     """``module@arch`` for each compile-time tier build the selected tests need, CUTLASS first;
     ``on_gpu`` (a --gpu-perf run) adds the run-time NVRTC modules the selected test modules list."""
-    from pytest_gpuperf.compile.static import CudaModule, arch_selected
+    from pytest_gpuperf._compile.cuda_module import CudaModule, arch_selected
 
     tasks: dict[str, int] = {}  # task -> priority: CUTLASS GEMMs, emulator libraries, the rest
     for item in items:
@@ -60,7 +60,7 @@ def _prebuild_tasks(static_archs: tuple[str, ...], items: list[pytest.Item], on_
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    from pytest_gpuperf.options import Settings
+    from pytest_gpuperf._plugin.options import Settings
 
     config = session.config
     worker = getattr(config, "workerinput", None)
@@ -172,7 +172,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def _waits_for_prebuild(item: pytest.Item) -> bool:
     """A GPU test on an xdist worker of a --gpu-perf run (the rest is decided once per process)."""
-    from pytest_gpuperf.options import Settings
+    from pytest_gpuperf._plugin.options import Settings
     from pytest_gpuperf.plugin import uses_gpu
 
     config = item.config

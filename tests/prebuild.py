@@ -69,7 +69,7 @@ def load_run_time_module(config_name: str) -> None:
 
 
 def main(tasks: list[str], jobs: int = JOBS) -> int:
-    from pytest_gpuperf.compile.static import compile_module
+    from pytest_gpuperf._compile.cubin import compile_module
 
     by_name = modules()
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernels.contract import KernelFamily
-from pytest_gpuperf.compile.cuda_module import CudaModule
-from pytest_gpuperf.store.margins import MarginsFile
+from pytest_gpuperf import CudaModule
+from pytest_gpuperf import MarginsFile
 
 SOURCE = Path(__file__).with_name("cluster_reduce.cu")
 SOURCES = (SOURCE,)

@@ -50,7 +50,7 @@ def check_arguments(variant: str, stage: str, *, n_elements: int, size: int, thr
 
 
 def _module() -> Any:
-    from pytest_gpuperf.compile import load_module
+    from pytest_gpuperf import load_module
 
     return load_module(SOURCE, options=COMPILE_OPTIONS, name_expressions=all_kernel_names())
 

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from kernels.gemm_schedules.family import CONFIGS
 from kernels.gemm_schedules.launch import build_config
-from pytest_gpuperf.compile.nvcc import BuildResult
+from pytest_gpuperf import BuildResult
 
 _REGISTERS_RE = re.compile(r"Used (\d+) registers")
 

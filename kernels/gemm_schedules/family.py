@@ -5,8 +5,8 @@ import dataclasses
 from pathlib import Path
 
 from kernels.contract import KernelFamily, TargetShortfalls
-from pytest_gpuperf.compile.cuda_module import CudaModule
-from pytest_gpuperf.store.margins import MarginsFile
+from pytest_gpuperf import CudaModule
+from pytest_gpuperf import MarginsFile
 
 SOURCES: tuple[Path, ...] = (Path(__file__).with_name("gemm_sm90.cu"),)
 

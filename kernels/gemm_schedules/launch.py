@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf.compile.nvcc import BuildResult, build_shared_library
+from pytest_gpuperf import BuildResult, build_shared_library
 from kernels.gemm_schedules.family import ARCH, CONFIGS, SOURCES, VARIANTS, GemmConfig, build_flags
 
 ALIGNMENT_ELEMENTS = 8  # TMA: 16-byte aligned rows, so N and K are multiples of 8 bf16

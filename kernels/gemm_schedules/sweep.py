@@ -103,7 +103,7 @@ def check_all(libraries: dict[str, GemmLibrary]) -> list[dict[str, Any]]:
 
 def _time(name: str, shape_name: str, problem: Any, launch: Callable[[], None], **extra: Any) -> dict[str, Any]:
     from pytest_gpuperf.bench import time_callable
-    from pytest_gpuperf.timing.sampler import SamplingPolicy
+    from pytest_gpuperf.bench import SamplingPolicy
 
     from kernels.gemm_schedules.problem import ESCAPED_WORK_LIMIT_S, drain_device
 

@@ -14,19 +14,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from kernels.megakernel.config import ModelConfig
 from kernels.megakernel.family import VARIANTS
 from kernels.megakernel.layout import PARAMS_DTYPE, DecodeBuffers
-from pytest_gpuperf.compile.cache import BuildCache, Built, digest_fields
-from pytest_gpuperf.compile.depfile import TARGET, parse_depfile
-from pytest_gpuperf.store.private_dir import cache_folder
-from pytest_gpuperf.compile.run import run_tool
-from pytest_gpuperf.compile.toolchain import environment_identity, tool_identity
+from pytest_gpuperf import build_host_library, cache_folder, find_host_compiler
 
 HERE = Path(__file__).resolve().parent
 CACHE_ENV = "MK_EMULATOR_CACHE"
@@ -36,10 +29,7 @@ LIBRARY = "mk_emulate.so"
 
 def compiler() -> str | None:
     """The C++ compiler the emulator builds with ($CXX, else g++ or clang++), or None."""
-    for candidate in (os.environ.get("CXX"), "g++", "clang++"):
-        if candidate and shutil.which(candidate):
-            return candidate
-    return None
+    return find_host_compiler()
 
 
 def cache_dir() -> Path:
@@ -52,42 +42,14 @@ def cache_dir() -> Path:
 def build_library(config: ModelConfig, own_grid_barrier: bool = False, defines: tuple[str, ...] = ()) -> Path:
     """The emulator library for ``config``, the barrier choice and the tuning macros ``defines``
     (e.g. ``("MK_ACC_COPIES=2",)``): from the cache, or built into it."""
-    cxx = compiler()
-    resolved = shutil.which(cxx) if cxx else None
-    if resolved is None:
-        raise RuntimeError("no C++ compiler found (set CXX)")
     flags = ["-std=c++17", "-O2", "-fPIC", "-shared", "-DMK_EMULATE", *config.compile_defines(), f"-I{HERE}"]
     if own_grid_barrier:
         flags.append("-DMK_OWN_GRID_BARRIER")
     flags += [f"-D{d}" for d in defines]
     main = HERE / "emulate" / "run_decode.cpp"
-    base = digest_fields([
-        ("layout", "1"),
-        ("compiler", tool_identity(resolved)),
-        ("environment", environment_identity()),
-        *(("flag", flag) for flag in flags),
-        ("source", str(main)),
-        ("source-bytes", main.read_bytes()),
-    ])
-
-    def build(staging: Path) -> Built:
-        library, depfile = staging / LIBRARY, staging / "deps.d"
-        command = [resolved, *flags, "-MD", "-MT", TARGET, "-MF", str(depfile), "-o", str(library), str(main)]
-        try:
-            done = run_tool(command, timeout_s=BUILD_TIMEOUT_S, cwd=staging, env={**os.environ, "TMPDIR": str(staging)})
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"building the emulator from {main} ran past {BUILD_TIMEOUT_S:g} s and was stopped") from None
-        if done.returncode != 0 or not library.is_file():
-            raise RuntimeError(f"building the emulator failed:\n{done.stderr}")
-        return Built(
-            files=(LIBRARY,),
-            dependencies=parse_depfile(depfile.read_text(encoding="utf-8", errors="replace"), staging),
-            search_folders=(HERE, main.parent),
-            meta={"command": command},
-        )
-
-    cache = BuildCache(cache_dir(), lock_timeout_s=BUILD_TIMEOUT_S, env=CACHE_ENV)
-    return cache.get_or_build(base, build, what=f"building the megakernel emulator from {main}").path(LIBRARY)
+    return build_host_library(main, flags=flags, library=LIBRARY, cache_dir=cache_dir(), cache_env=CACHE_ENV,
+                              search_folders=(HERE,), timeout_s=BUILD_TIMEOUT_S,
+                              what=f"the megakernel emulator from {main}")
 
 
 @functools.cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernels.contract import KernelFamily
-from pytest_gpuperf.store.margins import MarginsFile
+from pytest_gpuperf import MarginsFile
 
 SOURCES = (Path(__file__).with_name("megakernel.cu"), Path(__file__).with_name("grid_sync_cost.cu"))
 # The headers megakernel.cu is built from, in its include order (its opening comment says what each
@@ -191,7 +191,7 @@ HF_CHECK_STEPS = ((1234, 7), (1234, 600))
 # builds exactly what the tests load. The decode module adds the model shape's -D options
 # (ModelConfig.compile_defines()).
 from kernels.megakernel.config import QWEN3_0_6B  # noqa: E402
-from pytest_gpuperf.compile.cuda_module import CudaModule  # noqa: E402
+from pytest_gpuperf import CudaModule  # noqa: E402
 
 COMPILE_OPTIONS = ("-std=c++17",)
 DECODE_NAME_EXPRESSIONS = tuple(f"megakernel_decode<{i}>" for i in range(len(VARIANTS)))

@@ -33,7 +33,7 @@ def decode_module(config: ModelConfig, own_grid_barrier: bool = False, trace: bo
     ``trace`` the stream and ring variants record phase timestamps in ``mk_trace`` (trace.py).
     ``defines`` (``"NAME=VALUE"``) override the source's tuning macros, e.g. MK_RING_PACED_IN_FLIGHT;
     ``options`` are extra NVRTC options (``-lineinfo`` for a source-level profile)."""
-    from pytest_gpuperf.compile import load_module
+    from pytest_gpuperf import load_module
 
     options = (COMPILE_OPTIONS + config.compile_defines() + (("-DMK_OWN_GRID_BARRIER",) if own_grid_barrier else ())
                + (("-DMK_TRACE",) if trace else ()) + tuple(f"-D{d}" for d in defines) + tuple(options))
@@ -188,7 +188,7 @@ class GridSyncCost:
     def __init__(self, grid_blocks: int):
         import cupy
 
-        from pytest_gpuperf.compile import load_module
+        from pytest_gpuperf import load_module
 
         names = GRID_SYNC_NAME_EXPRESSIONS
         module = load_module(SOURCES[1], options=COMPILE_OPTIONS, name_expressions=names)

@@ -39,7 +39,7 @@ GRID_SYNC_ITERATIONS = 2000
 
 
 def _policy() -> Any:
-    from pytest_gpuperf.timing.sampler import SamplingPolicy
+    from pytest_gpuperf.bench import SamplingPolicy
 
     return SamplingPolicy(budget_s=0.3, extension_budget_s=0.3, min_samples=20, precision=0.01)
 
@@ -57,7 +57,7 @@ def copy_bandwidth() -> float:
     (2.76 TB/s on the H200 against 4.2 TB/s for an SM copy), which inflated every roofline
     fraction by half. The plugin's copy kernel is the one ceiling all families use.
     """
-    from pytest_gpuperf.roofline import copy_bandwidth as measured
+    from pytest_gpuperf.bench import copy_bandwidth as measured
 
     return measured(ordinal=0)
 

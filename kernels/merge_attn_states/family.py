@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Literal
 
 from kernels.contract import KernelFamily
-from pytest_gpuperf.compile.cuda_module import CudaModule
-from pytest_gpuperf.store.margins import MarginsFile
+from pytest_gpuperf import CudaModule
+from pytest_gpuperf import MarginsFile
 
 SOURCES = (Path(__file__).with_name("merge_attn_states.cu"),)
 

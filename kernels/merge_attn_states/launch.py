@@ -54,7 +54,7 @@ _DEFAULT_NAMES = DEFAULT_NAME_EXPRESSIONS
 def get_kernel(variant: str, dtype: str, head_size: int, output_lse: bool,
                config: VectorizedConfig = DEFAULT_VECTORIZED) -> Any:
     """The compiled ``cupy.RawKernel`` for this configuration (compiled once per process)."""
-    from pytest_gpuperf.compile import load_module
+    from pytest_gpuperf import load_module
 
     name = kernel_name(variant, dtype, head_size, output_lse, config)
     if name in _DEFAULT_NAMES:

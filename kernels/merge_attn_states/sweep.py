@@ -3,7 +3,7 @@ vectorized kernel's launch-shape sweep. Prints a table; writes every figure as J
 
 Each variant is timed on its own (not interleaved), so the "vs base" ratios are indicative; the
 gates' margins come from the interleaved perf tests. Bandwidth fractions are against
-``pytest_gpuperf.roofline.copy_bandwidth`` (an SM copy kernel, bytes read + written).
+``pytest_gpuperf.bench.copy_bandwidth`` (an SM copy kernel, bytes read + written).
 
     python -m kernels.merge_attn_states.sweep --out merge_attn_states.json
 """
@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per timing (default 0.3)")
     args = parser.parse_args(argv)
 
-    from pytest_gpuperf.timing.sampler import SamplingPolicy
+    from pytest_gpuperf.bench import SamplingPolicy
 
     run = sweeps.start("merge_attn_states")
     started = time.perf_counter()
@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = sum(r["status"] == "FAIL" for r in checks)
     print(f"checks: {len(checks) - failed} passed, {failed} failed ({time.perf_counter() - started:.1f} s)")
 
-    from pytest_gpuperf.roofline import copy_bandwidth
+    from pytest_gpuperf.bench import copy_bandwidth
 
     policy = SamplingPolicy(budget_s=args.budget, precision=0.01)
     copy_bw = copy_bandwidth(ordinal=0)
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     result = {
         "copy_bandwidth_Bps": copy_bw,
-        "copy_bandwidth_method": "pytest_gpuperf.roofline.copy_bandwidth (SM copy kernel, read + write)",
+        "copy_bandwidth_method": "pytest_gpuperf.bench.copy_bandwidth (SM copy kernel, read + write)",
         "default_config": [DEFAULT_VECTORIZED.block_threads, DEFAULT_VECTORIZED.packs_per_thread],
         "checks": checks,
         "timings": rows,

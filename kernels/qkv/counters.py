@@ -1,4 +1,5 @@
-"""Launch targets for Nsight Compute profiles of the qkv kernels (``pytest_gpuperf.counters``).
+"""Launch targets for Nsight Compute profiles of the qkv kernels (the ``gpu_counters`` fixture,
+``pytest_gpuperf.bench.profile_launches``).
 
 ``launch_cases`` runs in the process ncu starts::
 

@@ -6,8 +6,8 @@ from pathlib import Path
 from kernels.contract import KernelFamily
 from kernels.qkv.launch import COMPILE_OPTIONS, NAME_EXPRESSIONS, VARIANTS, LaunchConfig
 from kernels.qkv.reference import QkvShape
-from pytest_gpuperf.compile.cuda_module import CudaModule
-from pytest_gpuperf.store.margins import MarginsFile
+from pytest_gpuperf import CudaModule
+from pytest_gpuperf import MarginsFile
 
 __all__ = [
     "VARIANTS", "LAYERS", "SOURCES", "CUDA_MODULES", "GATES", "MARGINS", "SPEEDUP_MARGINS", "BEST_CONFIGS", "best_config",

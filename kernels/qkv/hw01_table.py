@@ -6,7 +6,7 @@ Profiles every variant on both layers at its best launch (family.BEST_CONFIGS fo
 architecture) and at the default launch (8 warps, one block per SM, 8 words per thread; the
 note's launches are one block per SM too), one launch each, all in one ncu run (a few tens
 of seconds of GPU time on an H200). Prints the columns /itr % SW BXW N-Rd N-Wr GB/s t/us
-(defined in pytest_gpuperf/counters.py) plus SW/128B, SBXW and DRAM GB/s, and under each
+(``CounterResult.derived`` computes them) plus SW/128B, SBXW and DRAM GB/s, and under each
 profiled kernel the note's fastest row for it. Writes every metric, the derived columns and
 the note's rows to --out. Exit status 2 when counters cannot be read here (the reason is
 printed), 1 when the profile fails.
@@ -24,12 +24,39 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from kernels.qkv.counters import KERNEL_REGEX, TARGET, case, check_order, ideal
 from kernels.qkv.family import LAYERS, VARIANTS, best_config
 from kernels.qkv.launch import LaunchConfig
-from pytest_gpuperf.counters import EXTRA_COLUMNS, HW01_COLUMNS, CounterError, CountersUnavailable, format_table, profile_launches
+from pytest_gpuperf.bench import CounterError, CountersUnavailable, profile_launches
+
+# The note's hw01 columns in its order (CounterResult.derived names them so), then three more.
+HW01_COLUMNS = ("/itr", "%", "SW", "BXW", "N-Rd", "N-Wr", "GB/s", "t/us")
+EXTRA_COLUMNS = ("SW/128B", "SBXW", "DRAM GB/s")
+
+
+def _fmt(value: float | None, column: str) -> str:
+    if value is None:
+        return "-"
+    if column in ("%", "GB/s", "DRAM GB/s", "t/us") or abs(value) >= 100:
+        return f"{value:.0f}" if abs(value) >= 10 else f"{value:.1f}"
+    return f"{value:.2f}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def format_table(
+    rows: Sequence[tuple[str, Mapping[str, float | None]]], columns: Sequence[str] = HW01_COLUMNS + EXTRA_COLUMNS
+) -> str:
+    """A plain-text table: one row per ``(label, derived columns)``."""
+    table = [["", *columns]] + [[label, *(_fmt(values.get(c), c) for c in columns)] for label, values in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    return "\n".join(
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=False))
+        ).rstrip()
+        for r in table
+    )
+
 
 # The note's fastest row per kernel and layer: "wp" warps per block, one block per SM.
 # Problem 1 (qkv_base, qkv_base_w2): RTX 4090; problem 2 (strip kernels, layer1 only): GPU
@@ -61,12 +88,13 @@ def plan(arch: str, configs: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _arch() -> str:
-    from pytest_gpuperf.device import DeviceInfo, probe
+    from pytest_gpuperf import GpuPerfError
+    from pytest_gpuperf.bench import device
 
-    device = probe(0)
-    if not isinstance(device, DeviceInfo):
-        raise CountersUnavailable(f"no GPU: {device.reason}")
-    return device.arch
+    try:
+        return device(0).arch
+    except GpuPerfError as exc:
+        raise CountersUnavailable(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

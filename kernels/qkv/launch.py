@@ -52,7 +52,7 @@ NAME_EXPRESSIONS = tuple(
 
 def load_qkv_module() -> Any:
     """The compiled ``cupy.RawModule`` holding every qkv kernel (cached per process)."""
-    from pytest_gpuperf.compile import load_module
+    from pytest_gpuperf import load_module
 
     return load_module(SOURCE, options=COMPILE_OPTIONS, name_expressions=NAME_EXPRESSIONS)
 

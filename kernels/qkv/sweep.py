@@ -115,7 +115,7 @@ def run_checks(layers: list[Layer], results: dict[str, Any]) -> None:
 def time_layer(layer: Layer, quick: bool, deadline: float, results: dict[str, Any], sweep: bool) -> None:
     """Time cuBLAS and the variants on ``layer``: default launches, or the rest of the sweep."""
     from pytest_gpuperf.bench import time_callable
-    from pytest_gpuperf.timing.sampler import SamplingPolicy
+    from pytest_gpuperf.bench import SamplingPolicy
 
     policy = SamplingPolicy(budget_s=0.25, precision=0.01, min_samples=10, extension_budget_s=0.0)
     shape = layer.shape

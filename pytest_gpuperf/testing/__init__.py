@@ -13,6 +13,6 @@ Install them from a ``conftest.py`` through the plugin's hooks::
 """
 
 from pytest_gpuperf.testing import noise
-from pytest_gpuperf.testing.fake_backend import FakeBackend, fake_device
+from pytest_gpuperf.testing._fake_backend import FakeBackend, fake_device
 
 __all__ = ["FakeBackend", "fake_device", "noise"]

@@ -16,6 +16,20 @@ from typing import Protocol
 
 import numpy as np
 
+__all__ = [
+    "Noise",
+    "Lognormal",
+    "StudentT",
+    "Outliers",
+    "Drift",
+    "AR1",
+    "TwoLevel",
+    "MachineOffset",
+    "MachineScale",
+    "Step",
+    "Alternating",
+]
+
 
 class Noise(Protocol):
     def log_factors(self, names: Sequence[str], times: np.ndarray, rng: np.random.Generator) -> np.ndarray:

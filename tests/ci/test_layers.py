@@ -12,17 +12,15 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pytest_gpuperf"
 
 # Bottom to top; a top-level module or folder of pytest_gpuperf per name.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "device", "records", "version", "gates", "numerics", "markdown"}),
-    frozenset({"arch", "store"}),
-    frozenset({"options"}),
-    frozenset({"results", "strategies"}),
-    frozenset({"timing", "regression", "against"}),
+    frozenset({"errors", "_version", "_gates", "numerics"}),
+    frozenset({"_store"}),
+    frozenset({"_timing"}),
     frozenset({"testing"}),
-    frozenset({"report", "bench", "live_status", "hookspecs"}),
-    frozenset({"roofline", "cli"}),
-    frozenset({"session"}),
-    frozenset({"fixture", "counters", "compile", "run_hooks", "benchmark_interop", "gpu_sharing"}),
-    frozenset({"plugin", "__init__"}),
+    frozenset({"_report"}),
+    frozenset({"_compile", "_counters"}),
+    frozenset({"_plugin"}),
+    frozenset({"_cli", "strategies"}),
+    frozenset({"plugin", "__init__", "__main__", "bench", "schemas"}),
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
@@ -75,16 +73,16 @@ def test_no_import_runs_upward(path: Path) -> None:
 
 
 def test_relative_and_lazy_imports_count_too() -> None:
-    files = PACKAGE / "store" / "files.py"
+    files = PACKAGE / "_store" / "files.py"
     text = (
         "from . import jsonio\nfrom .locks import hold\n"
-        "def f():\n    from ..report import summary\n"
-        "if TYPE_CHECKING:\n    from pytest_gpuperf.session import GpuPerfSession\n"
+        "def f():\n    from .._report import summary\n"
+        "if TYPE_CHECKING:\n    from pytest_gpuperf._plugin.session import GpuPerfSession\n"
     )
     assert [m for _, m in imports(files, text)] == [
-        "pytest_gpuperf.store.jsonio",
-        "pytest_gpuperf.store.locks",
-        "pytest_gpuperf.report",
-        "pytest_gpuperf.session",
+        "pytest_gpuperf._store.jsonio",
+        "pytest_gpuperf._store.locks",
+        "pytest_gpuperf._report",
+        "pytest_gpuperf._plugin.session",
     ]
     assert len(upward_imports(files, text)) == 2  # report and session stand above store

@@ -27,7 +27,7 @@ H200 = "nvidia-h200-sm90-132sm-140gib"
 SUITE_REPORT = ROOT / "evidence" / "2026-11-27-h200-b634-suite.json.gz"
 INSTALL = (
     'mkdir -p "$RUNNER_TEMP/gpuperf-bin"\n'
-    "printf '#!/bin/sh\\nexec python -m pytest_gpuperf.cli \"$@\"\\n' > \"$RUNNER_TEMP/gpuperf-bin/gpuperf\"\n"
+    "printf '#!/bin/sh\\nexec python -m pytest_gpuperf \"$@\"\\n' > \"$RUNNER_TEMP/gpuperf-bin/gpuperf\"\n"
     'chmod +x "$RUNNER_TEMP/gpuperf-bin/gpuperf"\n'
     'echo "$RUNNER_TEMP/gpuperf-bin" >> "$GITHUB_PATH"\n',
     "offline: pip would install the clone from PyPI's packages; `gpuperf` runs the clone's CLI instead",

@@ -12,8 +12,8 @@ from types import ModuleType
 import pytest
 
 from kernels.contract import FAMILY_FILES, TEST_FILES, KernelFamily
-from pytest_gpuperf.compile.static import static_params
-from pytest_gpuperf.store.margins import MarginsFile, gpu_label
+from pytest_gpuperf import static_params
+from pytest_gpuperf._store.margins import MarginsFile, gpu_label
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = tuple(sorted(p.parent.name for p in ROOT.joinpath("kernels").glob("*/family.py")))

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.store.margins import FIGURE_RULE, RULE, MarginsFile, command
+from pytest_gpuperf._cli.margins import command
+from pytest_gpuperf._store.margins import FIGURE_RULE, RULE, MarginsFile
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = sorted(p.parent.name for p in (ROOT / "kernels").glob("*/margins.json"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernels import sweeps
-from pytest_gpuperf.testing.fake_backend import fake_device
+from pytest_gpuperf.testing import fake_device
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES_WITH_SWEEPS = sorted(p.parent.name for p in (ROOT / "kernels").glob("*/sweep.py"))

@@ -10,7 +10,7 @@ import pytest
 def load_gemm() -> Callable[[str], Any]:
     """``load_gemm(variant)`` returns the variant's library; skips when nvcc or CUTLASS is missing."""
     from kernels.gemm_schedules.launch import CutlassNotFound, load_variant
-    from pytest_gpuperf.compile.nvcc import NvccNotFound
+    from pytest_gpuperf._compile.nvcc import NvccNotFound
 
     def load(variant: str) -> Any:
         try:

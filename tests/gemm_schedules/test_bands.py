@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.gates.levels import find_levels, is_narrow
-from pytest_gpuperf.gates.stats import Interval
-from pytest_gpuperf.gates.verdict import Verdict, regression_verdict
-from pytest_gpuperf.options import SETTINGS, Settings
-from pytest_gpuperf.regression import RegressionCheck, compare_entries
-from pytest_gpuperf.store.baselines import BaselineFile, Entry, parse_estimate
-from pytest_gpuperf.store.levels import levels_json
+from pytest_gpuperf._gates.levels import find_levels, is_narrow
+from pytest_gpuperf._gates.stats import Interval
+from pytest_gpuperf._gates.verdict import Verdict, regression_verdict
+from pytest_gpuperf._plugin.options import SETTINGS, Settings
+from pytest_gpuperf._gates.regression import RegressionCheck, compare_entries
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineEntry, parse_estimate
+from pytest_gpuperf._store.levels import levels_json
 from tests.gemm_schedules import test_perf
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
@@ -183,23 +183,23 @@ def ping_pong_run(report: str) -> dict[str, Any]:
     return dict(m["measurement"])
 
 
-def stored_h100_entry() -> Entry:
+def stored_h100_entry() -> BaselineEntry:
     path = Path(__file__).resolve().parents[2] / "baselines" / H100 / "tests.gemm_schedules.test_perf.json"
     return BaselineFile.read(path).entries[PING_PONG_8192]  # type: ignore[union-attr]
 
 
-def judged(run: dict[str, Any], stored: Entry, slower: float = 1.0) -> RegressionCheck:
+def judged(run: dict[str, Any], stored: BaselineEntry, slower: float = 1.0) -> RegressionCheck:
     """``run`` (made ``slower`` times as slow) judged against ``stored`` as the gate judges it, with the
     bands test_perf.py gives Ping-pong 8192^3 on an H100."""
     settings = _collected_settings()[(f"tests/gemm_schedules/test_perf.py::{PING_PONG_8192.partition('::')[0]}", H100)]
-    now = Entry.from_measurement(run)
+    now = BaselineEntry.from_measurement(run)
     cal = dict(run["calibration"])
     for field in ("log_center", "batch_low", "batch_high"):
         cal[field] += math.log(slower)
     return compare_entries(now.with_extra(calibration=cal), stored, run["confidence"], settings.tolerance, settings.bands)
 
 
-def leave_one_out(report: str) -> Entry:
+def leave_one_out(report: str) -> BaselineEntry:
     """The stored entry with its levels derived again from every other A/A run (the check is then
     out of sample)."""
     stored = stored_h100_entry()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kernels.gemm_schedules.family import CUDA_MODULES
-from pytest_gpuperf.compile.static import CudaModule, static_params
+from pytest_gpuperf import CudaModule, static_params
 
 if TYPE_CHECKING:
     from pytest_gpuperf import GpuStatic

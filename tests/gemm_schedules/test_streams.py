@@ -217,9 +217,9 @@ def test_timing_engine_keeps_uncapturable_cublas_on_its_timing_stream(fake_cupy:
     stream other than the timing stream (it would overlap the next measurements). Regression test
     for an H200 run (2026-11-22): a failed capture swapped the timing stream under prepare()'s `with`."""
     from kernels.gemm_schedules.launch import CublasGemm
-    from pytest_gpuperf.device import DeviceInfo
-    from pytest_gpuperf.results import Variant
-    from pytest_gpuperf.timing.cupy_backend import CupyBackend
+    from pytest_gpuperf._timing.device import DeviceInfo
+    from pytest_gpuperf._timing.results import Variant
+    from pytest_gpuperf._timing.cupy_backend import CupyBackend
 
     backend = CupyBackend(DeviceInfo("fake H200", (9, 0), 132, 141 << 30, 60 << 20))
     gemm = CublasGemm(*_operands())

@@ -14,7 +14,7 @@ import pytest
 
 from kernels.megakernel import emulator
 from kernels.megakernel.config import TINY
-from pytest_gpuperf.compile.cache import file_digest
+from pytest_gpuperf._compile.cache import file_digest
 from pytest_gpuperf.errors import UnsafePathError
 
 

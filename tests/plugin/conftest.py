@@ -17,7 +17,7 @@ import scipy.stats  # noqa: F401
 FAKE_CONFTEST = textwrap.dedent(
     """
     import json, os
-    from pytest_gpuperf.device import NoDevice
+    from pytest_gpuperf._timing.device import NoDevice
     from pytest_gpuperf.testing import FakeBackend, fake_device, noise
 
     def noise_models():

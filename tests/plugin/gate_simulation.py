@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from pytest_gpuperf import Variant, Verdict
-from pytest_gpuperf.gates.verdict import Bands
-from pytest_gpuperf.gates.levels import find_levels
-from pytest_gpuperf.store.baselines import Entry
-from pytest_gpuperf.store.levels import levels_json
-from pytest_gpuperf.options import BY_NAME
-from pytest_gpuperf.regression import check_regression
+from pytest_gpuperf._gates.verdict import Bands
+from pytest_gpuperf._gates.levels import find_levels
+from pytest_gpuperf._store.baselines import BaselineEntry
+from pytest_gpuperf._store.levels import levels_json
+from pytest_gpuperf._plugin.options import BY_NAME
+from pytest_gpuperf._gates.regression import check_regression
 from pytest_gpuperf.testing import FakeBackend, noise
-from pytest_gpuperf.timing import SamplingPolicy, compare, measure
+from pytest_gpuperf._timing.sampler import SamplingPolicy, compare, measure
 
 T0 = 10e-6  # the kernel: 10 us per launch
 POLICY = SamplingPolicy()  # the defaults a user gets
@@ -121,7 +121,7 @@ class Scenario:
         else:
             before = FakeBackend({"k": T0}, noise=MODELS[self.model](), seed=2 * seed, call_launch=False)
             ref = before.reference("copy") if self.calibrate else None
-            stored = Entry.from_measurement(measure(before, Variant("k", _noop), policy, "cold", reference=ref).summary())
+            stored = BaselineEntry.from_measurement(measure(before, Variant("k", _noop), policy, "cold", reference=ref).summary())
         after = FakeBackend({"k": T0 * self.truth}, noise=MODELS[self.model]() + self._machine(), seed=2 * seed + 1, call_launch=False)
         ref = after.reference("copy") if self.calibrate else None
         now = measure(after, Variant("k", _noop), policy, "cold", reference=ref)
@@ -129,14 +129,14 @@ class Scenario:
         return check_regression(now, stored, TOLERANCE, bands).verdict
 
 
-def _with_levels(model: str, seed: int) -> Entry:
+def _with_levels(model: str, seed: int) -> BaselineEntry:
     """The first of RECORDING_RUNS calibrated runs as the entry, with the levels ``gpuperf levels``
     finds in all of them (none when they sat at one level, as the command stores none)."""
     runs = []
     for j in range(RECORDING_RUNS):
         backend = FakeBackend({"k": T0}, noise=MODELS[model](), seed=10_000_000 * (j + 1) + seed, call_launch=False)
         runs.append(measure(backend, Variant("k", _noop), POLICY, "cold", reference=backend.reference("copy")))
-    entry = Entry.from_measurement(runs[0].summary())
+    entry = BaselineEntry.from_measurement(runs[0].summary())
     estimates = [m.calibration.estimate for m in runs if m.calibration]
     found = find_levels(estimates, runs[0].confidence, LEVEL_BAND)
     if len(found) < 2:

@@ -163,7 +163,7 @@ def small_repo(root: Path, files: int = 60) -> dict[str, bytes]:
 
 def _export_and_read(root: str, start: Any) -> dict[str, bytes]:
     """In a process of its own: wait for the others, resolve HEAD, then read the whole tree at once."""
-    from pytest_gpuperf.against import resolve
+    from pytest_gpuperf._plugin.against import resolve
 
     start.wait(timeout=120)
     tree = resolve(Path(root), "HEAD").root
@@ -194,7 +194,7 @@ def test_concurrent_exports_of_one_revision_each_see_the_whole_tree(tmp_path: Pa
 
 
 def test_a_failed_export_leaves_nothing_and_the_next_one_succeeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_gpuperf import against
+    from pytest_gpuperf._plugin import against
 
     tarfile = against.tarfile  # the module the export uses (pytester's runs may re-import others)
     contents = small_repo(tmp_path / "repo", files=8)
@@ -222,7 +222,7 @@ def test_a_failed_export_leaves_nothing_and_the_next_one_succeeds(tmp_path: Path
 
 
 def test_an_export_that_loses_the_rename_uses_the_tree_already_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_gpuperf import against
+    from pytest_gpuperf._plugin import against
 
     small_repo(tmp_path / "repo", files=4)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -11,11 +11,11 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.cli import main
+from pytest_gpuperf._cli.main import main
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.store.baselines import BaselineFile
-from pytest_gpuperf.store.reports import ReportFileError, load_report
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf._store.baselines import BaselineFile
+from pytest_gpuperf._store.reports import ReportFileError, load_report
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
 KEY = "nvidia-h200-sm90-132sm-140gib"
 ENTRY: dict[str, Any] = {"median_s": 1e-5, "ci_low_s": 0.9e-5, "ci_high_s": 1.1e-5, "confidence": 0.99, "n": 40,
@@ -115,9 +115,9 @@ def test_values_at_the_bounds_are_read(tmp_path: Path) -> None:
 
 
 def test_an_entry_the_reader_refuses_is_not_one_an_update_writes() -> None:
-    from pytest_gpuperf.store.baselines import Entry
+    from pytest_gpuperf._store.baselines import BaselineEntry
 
-    good = Entry(1e-5, 0.9e-5, 1.1e-5, 0.99, 40, 0.01, "cold", "graph", "2026-11-21T10:00:00+00:00")
+    good = BaselineEntry(1e-5, 0.9e-5, 1.1e-5, 0.99, 40, 0.01, "cold", "graph", "2026-11-21T10:00:00+00:00")
     assert good.problem() is None
     assert good.with_extra(estimate={**ESTIMATE, "log_se": 0.0}).problem() == (
         "field 'estimate.log_se' must be a number above 0 and at most 100, got 0.0: a standard error of 0 claims a "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.store.baselines import SCHEMA, BaselineFile, BaselineStore, Entry, module_file_name
+from pytest_gpuperf._store.baselines import SCHEMA, BaselineFile, BaselineStore, BaselineEntry, module_file_name
 from pytest_gpuperf.errors import BaselineFileError
 
 DEVICE = {"name": "Fake GPU", "key": "fake-gpu-sm90-132sm-80gib", "driver_version": "1"}
@@ -17,8 +17,8 @@ KEY = DEVICE["key"]
 MODULE = "tests/fam/test_perf.py"
 
 
-def entry(median: float) -> Entry:
-    return Entry(
+def entry(median: float) -> BaselineEntry:
+    return BaselineEntry(
         median_s=median,
         ci_low_s=median * 0.99,
         ci_high_s=median * 1.01,

@@ -15,8 +15,9 @@ from typing import Callable
 
 import pytest
 
-from pytest_gpuperf.compile.nvcc import NvccNotFound, build_shared_library, find_nvcc
-from pytest_gpuperf.compile.static import CudaModule, compile_module
+from pytest_gpuperf._compile.nvcc import NvccNotFound, build_shared_library, find_nvcc
+from pytest_gpuperf._compile.cuda_module import CudaModule
+from pytest_gpuperf._compile.cubin import compile_module
 
 SOURCE = """\
 #include "{include}"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.store import private_dir
-from pytest_gpuperf.compile.nvcc import build_shared_library, default_cache_dir
-from pytest_gpuperf.store.private_dir import cache_folder
+from pytest_gpuperf._store import private_dir
+from pytest_gpuperf._compile.nvcc import build_shared_library, default_cache_dir
+from pytest_gpuperf._store.private_dir import cache_folder
 from pytest_gpuperf.errors import UnsafePathError
 
 FAKE_NVCC = f"""#!{sys.executable}
@@ -106,7 +106,7 @@ def test_an_existing_owner_only_cache_is_used_as_it_is(clean_env: Path, tmp_path
 
 
 def test_other_private_folders_follow_the_same_rule(clean_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_gpuperf.store.files import private_dir as files_private_dir  # --gpu-perf-against's checkouts
+    from pytest_gpuperf._store.files import private_dir as files_private_dir  # --gpu-perf-against's checkouts
 
     assert files_private_dir("against") == clean_env / ".cache" / "pytest-gpuperf" / "against"
     shared = tmp_path / "shared"

@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore, Entry
-from pytest_gpuperf.cli import main
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineStore, BaselineEntry
+from pytest_gpuperf._cli.main import main
 from pytest_gpuperf.errors import BaselineFileError
 
 H200: dict[str, Any] = {"name": "NVIDIA H200", "key": "nvidia-h200-sm90-132sm-140gib", "compute_capability": "9.0", "sm_count": 132,
@@ -23,8 +23,8 @@ MODULE = "tests/fam/test_perf.py"
 FILE = "nvidia-h200-sm90-132sm-140gib/tests.fam.test_perf.json"
 
 
-def entry(median: float, halfwidth: float = 0.002, when: str = "2026-11-21T10:00:00+00:00") -> Entry:
-    return Entry(median, median * (1 - halfwidth), median * (1 + halfwidth), 0.99, 100, 0.01, "cold", "graph", when)
+def entry(median: float, halfwidth: float = 0.002, when: str = "2026-11-21T10:00:00+00:00") -> BaselineEntry:
+    return BaselineEntry(median, median * (1 - halfwidth), median * (1 + halfwidth), 0.99, 100, 0.01, "cold", "graph", when)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -13,12 +13,12 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.store import jsonio
-from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore, Entry
-from pytest_gpuperf.cli import main
-from pytest_gpuperf.compile.static import BudgetStore, Budget
-from pytest_gpuperf.store.files import atomic_write_json
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf._store import jsonio
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineStore, BaselineEntry
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._store.budgets import BudgetStore, Budget
+from pytest_gpuperf._store.files import atomic_write_json
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
 H200: dict[str, Any] = {"name": "NVIDIA H200", "key": "nvidia-h200-sm90-132sm-140gib", "driver_version": "580.1",
                         "cuda_runtime_version": "13.0", "cupy_version": "14.0"}
@@ -28,8 +28,8 @@ MODULE = "tests/fam/test_perf.py"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def entry(median: float, halfwidth: float = 0.002) -> Entry:
-    return Entry(median, median * (1 - halfwidth), median * (1 + halfwidth), 0.99, 100, 0.01, "cold", "graph",
+def entry(median: float, halfwidth: float = 0.002) -> BaselineEntry:
+    return BaselineEntry(median, median * (1 - halfwidth), median * (1 + halfwidth), 0.99, 100, 0.01, "cold", "graph",
                  "2026-11-21T10:00:00+00:00")
 
 
@@ -78,7 +78,7 @@ def test_a_gzip_bomb_stops_at_the_cap(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 1 and out == ""
     assert one_error_line(err) == (
         f"gpuperf: error: report file {bomb} is larger than 1 MiB decompressed; it is not a file pytest-gpuperf wrote "
-        "(raise pytest_gpuperf.store.jsonio.MAX_JSON_BYTES to read it anyway)"
+        "(raise pytest_gpuperf._store.jsonio.MAX_JSON_BYTES to read it anyway)"
     )
 
 
@@ -196,7 +196,7 @@ def test_atomic_write_json_writes_null_and_a_note(tmp_path: Path) -> None:
 
 def test_a_baseline_extra_that_is_nan_is_written_as_null(tmp_path: Path) -> None:
     store = BaselineStore(tmp_path)
-    e = Entry(1e-5, 0.9e-5, 1.1e-5, 0.99, 50, 0.01, "cold", "graph", "2026-11-21T10:00:00+00:00", {"flops": float("nan")})
+    e = BaselineEntry(1e-5, 0.9e-5, 1.1e-5, 0.99, 50, 0.01, "cold", "graph", "2026-11-21T10:00:00+00:00", {"flops": float("nan")})
     store.update(H200["key"], MODULE, H200, {"t::v": e})
     path = store.path_for(H200["key"], MODULE)
     data = json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(f"{name} written into JSON"))
@@ -450,7 +450,7 @@ def test_version_without_installed_metadata(monkeypatch: pytest.MonkeyPatch) -> 
     import importlib.metadata
 
     import pytest_gpuperf
-    from pytest_gpuperf.cli import version
+    from pytest_gpuperf._cli.main import version
 
     def missing(name: str) -> str:
         raise importlib.metadata.PackageNotFoundError(name)
@@ -472,7 +472,21 @@ def test_the_command_in_a_subprocess_gives_no_traceback(tmp_path: Path) -> None:
     path = tmp_path / "r.json.gz"
     path.write_bytes(os.urandom(64))
     exe = shutil.which("gpuperf", path=str(Path(sys.executable).parent)) or shutil.which("gpuperf")
-    cmd = [exe] if exe else [sys.executable, "-m", "pytest_gpuperf.cli"]
+    # a script installed from another checkout of the package may name an entry point this one moved
+    cmd = [exe] if exe and _installed_from_here() else [sys.executable, "-m", "pytest_gpuperf"]
     proc = subprocess.run([*cmd, "report", str(path)], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.startswith(f"gpuperf: error: report file {path} ") and proc.stderr.count("\n") == 1
+
+
+def _installed_from_here() -> bool:
+    """Whether the installed ``gpuperf`` script runs the entry point this checkout's pyproject.toml names."""
+    import importlib.metadata
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: trust the installed script
+        return True
+    wanted = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+    found = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")}
+    return found.get("gpuperf") == wanted["gpuperf"]

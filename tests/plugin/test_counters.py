@@ -12,22 +12,9 @@ from typing import Callable
 
 import pytest
 
-from pytest_gpuperf import counters
-from pytest_gpuperf.counters import (
-    DEFAULT_METRICS,
-    CounterError,
-    CounterResult,
-    CountersUnavailable,
-    Metric,
-    find_ncu,
-    format_table,
-    ncu_command,
-    parse_ncu_csv,
-    profile,
-    profile_launches,
-    to_base_unit,
-    unavailable_reason,
-)
+from pytest_gpuperf._counters import metrics, ncu
+from pytest_gpuperf._counters.metrics import DEFAULT_METRICS, CounterResult, Metric, parse_ncu_csv, to_base_unit
+from pytest_gpuperf._counters.ncu import CounterError, CountersUnavailable, find_ncu, ncu_command, profile, profile_launches, unavailable_reason
 
 # What `ncu --csv --page raw --print-units base` prints for two profiled launches: its own
 # ==PROF== lines and the target's output around the CSV; a header, a units row, one row per
@@ -88,18 +75,18 @@ def _result(**values: float) -> CounterResult:
 def test_derived_hw01_columns() -> None:
     r = _result(
         **{
-            counters.GLOBAL_LD_SECTORS: 165.0,
-            counters.GLOBAL_LD_REQUESTS: 10.0,
-            counters.GLOBAL_LD_THREAD_BYTES: 1280.0 * 4,  # 4 x 128 bytes per request: float4 loads
-            counters.GLOBAL_LD_BANK_CONFLICTS: 153.0,
-            counters.SHARED_LD_BANK_CONFLICTS: 6.0,
-            counters.SHARED_LD_INSTRUCTIONS: 3.0,
-            counters.L2_READ_SECTORS: 1000.0,
-            counters.L2_WRITE_SECTORS: 250.0,
-            counters.THREAD_INSTRUCTIONS: 3500.0,
-            counters.ISSUE_ACTIVE_PCT: 31.0,
-            counters.DURATION: 2e-6,
-            counters.DRAM_BYTES: 4000.0,
+            metrics.GLOBAL_LD_SECTORS: 165.0,
+            metrics.GLOBAL_LD_REQUESTS: 10.0,
+            metrics.GLOBAL_LD_THREAD_BYTES: 1280.0 * 4,  # 4 x 128 bytes per request: float4 loads
+            metrics.GLOBAL_LD_BANK_CONFLICTS: 153.0,
+            metrics.SHARED_LD_BANK_CONFLICTS: 6.0,
+            metrics.SHARED_LD_INSTRUCTIONS: 3.0,
+            metrics.L2_READ_SECTORS: 1000.0,
+            metrics.L2_WRITE_SECTORS: 250.0,
+            metrics.THREAD_INSTRUCTIONS: 3500.0,
+            metrics.ISSUE_ACTIVE_PCT: 31.0,
+            metrics.DURATION: 2e-6,
+            metrics.DRAM_BYTES: 4000.0,
         }
     ).with_ideal(read_bytes=16_000.0, write_bytes=8000.0, iterations=1000.0)
     d = r.derived()
@@ -114,18 +101,10 @@ def test_derived_hw01_columns() -> None:
 
 
 def test_derived_columns_are_none_without_their_inputs() -> None:
-    d = _result(**{counters.GLOBAL_LD_SECTORS: 5.0, counters.GLOBAL_LD_REQUESTS: 0.0}).derived()
+    d = _result(**{metrics.GLOBAL_LD_SECTORS: 5.0, metrics.GLOBAL_LD_REQUESTS: 0.0}).derived()
     assert d["SW"] is None and d["N-Rd"] is None and d["/itr"] is None and d["t/us"] is None
     with pytest.raises(KeyError, match="was not collected"):
-        _result().value(counters.DURATION)
-
-
-def test_table_has_the_notes_columns() -> None:
-    rows = [("layer0 qkv_base", {"/itr": 3.5, "%": 4.0, "SW": 16.5, "BXW": 15.25, "N-Rd": 2.0, "N-Wr": 1.0, "GB/s": 75.0, "t/us": 236.0})]
-    text = format_table(rows)
-    header, line = text.splitlines()
-    assert header.split() == ["/itr", "%", "SW", "BXW", "N-Rd", "N-Wr", "GB/s", "t/us", "SW/128B", "SBXW", "DRAM", "GB/s"]
-    assert line.split()[:2] == ["layer0", "qkv_base"] and " 16.5 " in line and " 3.50 " in line and "236" in line and line.endswith("-")
+        _result().value(metrics.DURATION)
 
 
 def test_command_never_touches_clocks_and_selects_one_launch() -> None:
@@ -145,7 +124,7 @@ def test_command_never_touches_clocks_and_selects_one_launch() -> None:
 def test_missing_ncu_names_ncu_env_and_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NCU", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(counters, "NCU_FALLBACKS", (str(tmp_path / "cuda/bin/ncu"), str(tmp_path / "nsight-compute/*/ncu")))
+    monkeypatch.setattr(ncu, "NCU_FALLBACKS", (str(tmp_path / "cuda/bin/ncu"), str(tmp_path / "nsight-compute/*/ncu")))
     with pytest.raises(CountersUnavailable) as info:
         find_ncu()
     assert "$NCU" in info.value.reason and "PATH" in info.value.reason and "not found" in info.value.reason
@@ -162,7 +141,7 @@ def test_ncu_is_found_on_path_then_in_nsight_folders(tmp_path: Path, monkeypatch
     folder = tmp_path / "opt" / "nsight-compute" / "2025.3.1"
     folder.mkdir(parents=True)
     fallback = _executable(folder / "ncu", "#!/bin/sh\n")
-    monkeypatch.setattr(counters, "NCU_FALLBACKS", (str(tmp_path / "none"), str(tmp_path / "opt/nsight-compute/*/ncu")))
+    monkeypatch.setattr(ncu, "NCU_FALLBACKS", (str(tmp_path / "none"), str(tmp_path / "opt/nsight-compute/*/ncu")))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert find_ncu() == str(fallback)
     bindir = tmp_path / "bin"
@@ -329,7 +308,7 @@ def test_fixture_skips_unless_counters_are_on(counter_project: pytest.Pytester, 
 def test_fixture_skips_without_ncu(counter_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("NCU", raising=False)
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable))  # python, but no ncu
-    monkeypatch.setattr(counters, "NCU_FALLBACKS", (str(tmp_path / "none/ncu"),))
+    monkeypatch.setattr(ncu, "NCU_FALLBACKS", (str(tmp_path / "none/ncu"),))
     result = counter_project.runpytest("--gpu-perf-counters", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*Nsight Compute (ncu) not found: set $NCU*PATH*"])
@@ -352,7 +331,7 @@ def test_counters_reach_the_json_report_without_timing(counter_project: pytest.P
     assert entry["label"] == "base/layer0" and entry["kernel"] == "qkv_base"
     assert entry["derived"]["SW"] == pytest.approx(94_089_600 / 5_702_400)
     assert entry["derived"]["N-Rd"] == pytest.approx(3_000_000 * 32 / 48e6)
-    assert entry["metrics"][counters.DURATION] == {"value": pytest.approx(371e-6), "unit": "second"}
+    assert entry["metrics"][metrics.DURATION] == {"value": pytest.approx(371e-6), "unit": "second"}
     assert set(DEFAULT_METRICS) <= set(entry["metrics"]) | set(entry["missing_metrics"])
 
 
@@ -365,15 +344,15 @@ def test_counters_setting_has_ini_and_env_twins(counter_project: pytest.Pytester
 
 
 def test_target_sees_only_the_profiled_gpu() -> None:
-    assert counters._visible_devices(1, None) == "1"
-    assert counters._visible_devices(1, "4,6") == "6", "ordinal 1 of a process that sees GPUs 4 and 6"
-    assert counters._visible_devices(0, "GPU-abc") == "GPU-abc"
+    assert ncu._visible_devices(1, None) == "1"
+    assert ncu._visible_devices(1, "4,6") == "6", "ordinal 1 of a process that sees GPUs 4 and 6"
+    assert ncu._visible_devices(0, "GPU-abc") == "GPU-abc"
 
 
 @pytest.mark.parametrize(("value", "unit", "expected"), [(375680.0, "ns", 375.68e-6), (2.0, "us", 2e-6), (1.5, "ms", 1.5e-3)])
 def test_short_time_units_from_print_units_base(value: float, unit: str, expected: float) -> None:
     """On an H200 (2026-11-22), `--print-units base` printed gpu__time_duration in "ns"."""
-    from pytest_gpuperf.counters import to_base_unit
+    from pytest_gpuperf._counters.metrics import to_base_unit
 
     got, base = to_base_unit(value, unit)
     assert base == "second" and got == pytest.approx(expected)

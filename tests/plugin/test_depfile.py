@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuperf.compile.depfile import parse_depfile
+from pytest_gpuperf._compile.depfile import parse_depfile
 
 
 def test_continuations_escapes_and_relative_names() -> None:

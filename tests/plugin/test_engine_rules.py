@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuperf.timing.cupy_backend import _batch_for, escaped_work
+from pytest_gpuperf._timing.cupy_backend import _batch_for, escaped_work
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from typing import Callable
 
 import pytest
 
-from pytest_gpuperf.cli import main
-from pytest_gpuperf.report.export import benchmark_entries
-from pytest_gpuperf.report.render import cut, format_report
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._report.export import benchmark_entries
+from pytest_gpuperf._report.render import cut, format_report
 
 jsonschema = pytest.importorskip("jsonschema", reason="the test extra installs jsonschema")
 

@@ -111,6 +111,27 @@ def test_loading_the_plugin_is_cheap_and_imports_nothing_heavy() -> None:
     assert plugin_s < 0.15, f"importing the plugin took {1e3 * plugin_s:.0f} ms"
 
 
+# Written at the very end of the run, after the plugin's terminal summary and session finish.
+HEAVY_AT_EXIT = """
+import sys
+
+def pytest_unconfigure(config):
+    heavy = sorted(m for m in ("numpy", "scipy") if m in sys.modules)
+    (config.rootpath / "heavy.txt").write_text(",".join(heavy))
+"""
+
+
+def test_a_plain_run_imports_no_numpy_or_scipy(pytester: pytest.Pytester) -> None:
+    """pytest start-up, collection, a non-perf test and the end of the run, --gpu-perf off: what
+    the plugin loads stays light (a fresh interpreter, so nothing an earlier test imported counts)."""
+    pytester.makeconftest(HEAVY_AT_EXIT)
+    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["gpu-perf: off*"])  # the plugin was loaded
+    assert (pytester.path / "heavy.txt").read_text() == "", "a run without --gpu-perf imported these"
+
+
 TWO_TESTS = """
 from pytest_gpuperf import Variant
 

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_gpuperf.gates.stats import batch_estimate
-from pytest_gpuperf.gates.verdict import Bands, speedup_verdict
-from pytest_gpuperf.regression import compare_entries
-from pytest_gpuperf.store.baselines import BaselineFile, Entry
+from pytest_gpuperf._gates.stats import batch_estimate
+from pytest_gpuperf._gates.verdict import Bands, speedup_verdict
+from pytest_gpuperf._gates.regression import compare_entries
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineEntry
 
 ROOT = Path(__file__).resolve().parents[2]
 EVIDENCE = ROOT / "evidence"
@@ -34,7 +34,7 @@ def report(name: str) -> dict[str, Any]:
     return json.loads(gzip.decompress((EVIDENCE / f"{name}.json.gz").read_bytes()))
 
 
-def stored(module: str, key: str) -> Entry:
+def stored(module: str, key: str) -> BaselineEntry:
     path = ROOT / "baselines" / H100 / (module.removesuffix(".py").replace("/", ".") + ".json")
     baselines = BaselineFile.read(path)
     assert baselines is not None
@@ -71,7 +71,7 @@ def test_each_check_against_the_stored_baseline_decides_again_as_the_run_did(nam
             if not reg:
                 continue
             bands = Bands(reg["band"], reg["band"], reg["band"])
-            now = Entry.from_measurement(m["measurement"])
+            now = BaselineEntry.from_measurement(m["measurement"])
             check = compare_entries(now, stored(m["module"], m["key"]), reg["confidence"], reg["tolerance"], bands)
             assert check.slowdown.estimate == pytest.approx(reg["slowdown"], rel=1e-9)
             assert check.verdict.value == reg["verdict"], m["key"]

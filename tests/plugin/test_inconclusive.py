@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.cli import main
-from pytest_gpuperf.options import BY_NAME
-from pytest_gpuperf.report.undecided import blind_lines, undecided, workflow_commands
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._plugin.options import BY_NAME
+from pytest_gpuperf._report.undecided import blind_lines, undecided, workflow_commands
 
 PROJECT = """
 import pytest

@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_gpuperf.report import plots
-from pytest_gpuperf.cli import main
+from pytest_gpuperf._report.plots import page, shape
+from pytest_gpuperf._cli.main import main
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
-from pytest_gpuperf.store.reports import load_report
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf._store.reports import load_report
 
 KEY = "nvidia-h200-sm90-132sm-140gib"
 ENTRY = {"median_s": 1e-5, "ci_low_s": 0.9e-5, "ci_high_s": 1.1e-5, "confidence": 0.99, "n": 40, "spread": 0.01,
@@ -145,14 +145,14 @@ def test_reports_give_a_result_or_a_clean_error(content: bytes) -> None:
             report = load_report(path)
         except GpuPerfError:
             return
-        tests = plots.group_by_family(report)
+        tests = shape.group_by_family(report)
         for family_tests in tests.values():
-            for r in plots.measurement_rows(family_tests) + plots.comparison_rows(family_tests):
-                plots._plottable(r, plots.TIME_RANGE)
-            for r in plots.fraction_rows(family_tests)[0]:
-                plots._plottable(r, plots.FRACTION_RANGE, ("value",))
-            plots._family_table(family_tests)
-        plots.write_index(report, tests, {}, Path(tmp))
+            for r in shape.measurement_rows(family_tests) + shape.comparison_rows(family_tests):
+                shape.plottable(r, shape.TIME_RANGE)
+            for r in shape.fraction_rows(family_tests)[0]:
+                shape.plottable(r, shape.FRACTION_RANGE, ("value",))
+            page.family_table(family_tests)
+        page.write_index(report, tests, {}, Path(tmp))
 
 
 @FUZZ
@@ -180,5 +180,5 @@ def test_charts_of_any_loadable_report_render(content: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "r.json"
         path.write_bytes(content)
-        code = plots.main([str(path), str(Path(tmp) / "plots")])
+        code = call("plots", str(path), str(Path(tmp) / "plots"))[0]
         assert code in (0, 1)

@@ -9,11 +9,11 @@ from typing import Any, Iterator
 import pytest
 
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.timing import graphs, streams
-from pytest_gpuperf.timing.audit import StreamTrace, split_by_stream
-from pytest_gpuperf.timing.cupy_backend import capture_escape, check_captured_work
-from pytest_gpuperf.results import OtherProcess
-from pytest_gpuperf.timing.nvml import activity_of
+from pytest_gpuperf._timing import graphs, streams
+from pytest_gpuperf._timing.audit import StreamTrace, split_by_stream
+from pytest_gpuperf._timing.cupy_backend import capture_escape, check_captured_work
+from pytest_gpuperf._timing.results import OtherProcess
+from pytest_gpuperf._timing.nvml import activity_of
 
 
 class FakeTorch(types.ModuleType):

@@ -13,18 +13,18 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.cli import main
-from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore, Entry
-from pytest_gpuperf.store.files import atomic_write_json, is_leftover
-from pytest_gpuperf.store.layout import load_folder
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineStore, BaselineEntry
+from pytest_gpuperf._store.files import atomic_write_json, is_leftover
+from pytest_gpuperf._store.layout import load_folder
 
 KEY = "nvidia-h200-sm90-132sm-140gib"
 DEVICE: dict[str, Any] = {"name": "NVIDIA H200", "key": KEY}
 MODULE = "tests/fam/test_perf.py"
 
 
-def entry(median: float) -> Entry:
-    return Entry(median, median * 0.99, median * 1.01, 0.99, 40, 0.01, "cold", "graph", "2026-11-21T10:00:00+00:00")
+def entry(median: float) -> BaselineEntry:
+    return BaselineEntry(median, median * 0.99, median * 1.01, 0.99, 40, 0.01, "cold", "graph", "2026-11-21T10:00:00+00:00")
 
 
 def killed_writer(path: Path, payload: dict[str, Any]) -> None:
@@ -33,7 +33,7 @@ def killed_writer(path: Path, payload: dict[str, Any]) -> None:
         f"""
         import json, os, sys
         from pathlib import Path
-        from pytest_gpuperf.store.files import atomic_write_json
+        from pytest_gpuperf._store.files import atomic_write_json
         os.replace = lambda *args: os._exit(9)
         atomic_write_json(Path({str(path)!r}), json.loads({json.dumps(json.dumps(payload))}))
         """

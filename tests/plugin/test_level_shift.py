@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from pytest_gpuperf import Variant, Verdict
-from pytest_gpuperf.report.summary import format_comparison_failure
-from pytest_gpuperf.gates.stats import batch_estimate, level_shift
+from pytest_gpuperf._report.summary import format_comparison_failure
+from pytest_gpuperf._gates.stats import batch_estimate, level_shift
 from pytest_gpuperf.testing import FakeBackend, noise
-from pytest_gpuperf.timing import SamplingPolicy, compare
+from pytest_gpuperf._timing.sampler import SamplingPolicy, compare
 
 TIMES = {"fast": 10e-6, "slow": 12e-6}
 

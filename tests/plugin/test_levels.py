@@ -1,4 +1,4 @@
-"""Baselines that store levels: finding them (``gates.levels``, ``gpuperf levels``), judging a run
+"""Baselines that store levels: finding them (``_gates.levels``, ``gpuperf levels``), judging a run
 against them, and what an update does to them (CPU only, fake GPU)."""
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.cli import main
-from pytest_gpuperf.gates.levels import find_levels, is_narrow, judge_levels
-from pytest_gpuperf.gates.stats import Estimate
-from pytest_gpuperf.gates.verdict import Verdict
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._gates.levels import find_levels, is_narrow, judge_levels
+from pytest_gpuperf._gates.stats import Estimate
+from pytest_gpuperf._gates.verdict import Verdict
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.gates.verdict import Bands
-from pytest_gpuperf.regression import compare_entries
-from pytest_gpuperf.store.baselines import BaselineFile, Entry
+from pytest_gpuperf._gates.verdict import Bands
+from pytest_gpuperf._gates.regression import compare_entries
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineEntry
 from tests.plugin.test_gates import baseline_file, lit
 
 CONFIDENCE = 0.99
@@ -159,7 +159,7 @@ def with_levels(pytester: pytest.Pytester, fake_gpu: Callable[..., None], capsys
 
 
 def test_a_run_at_either_stored_level_passes(pytester: pytest.Pytester, fake_gpu: Callable[..., None], with_levels: Path) -> None:
-    from pytest_gpuperf.store.schemas import schema_errors
+    from pytest_gpuperf._store.schemas import schema_errors
 
     assert schema_errors(json.loads(with_levels.read_text()), "baselines") == []
     stored = json.loads(with_levels.read_text())["entries"][KEY]["levels"]
@@ -230,17 +230,18 @@ def test_levels_cli_rejects_bad_arguments(capsys: pytest.CaptureFixture[str], tm
 
 
 def test_gpuperf_diff_judges_a_new_entry_against_the_old_entry_s_levels(tmp_path: Path) -> None:
-    from pytest_gpuperf.report.baseline_diff import DiffRow, Thresholds
+    from pytest_gpuperf._cli.diff import default_gate
+    from pytest_gpuperf._report.baseline_diff import DiffRow
 
     old = BaselineFile.validate(tmp_path / "f.json", {"schema": "pytest-gpuperf/baselines/1", "device": {},
                                                        "entries": {"k::v": stored_entry()}}).entries["k::v"]
 
-    def at(log_center: float) -> Entry:
+    def at(log_center: float) -> BaselineEntry:
         cal = {"reference": "reference:gemm", "log_center": log_center, "log_se": 0.001, "df": 9}
-        return Entry(1e-3, 0.99e-3, 1.01e-3, 0.99, 40, 0.01, "cold", "graph", "now", {"calibration": cal})
+        return BaselineEntry(1e-3, 0.99e-3, 1.01e-3, 0.99, 40, 0.01, "cold", "graph", "now", {"calibration": cal})
 
-    assert DiffRow("f", "k::v", old, at(2.18)).status(Thresholds()) == "within tolerance"
-    assert DiffRow("f", "k::v", old, at(2.07)).status(Thresholds()) == "slower"
+    assert DiffRow("f", "k::v", old, at(2.18)).status(default_gate()) == "within tolerance"
+    assert DiffRow("f", "k::v", old, at(2.07)).status(default_gate()) == "slower"
 
 
 @pytest.mark.parametrize(
@@ -278,12 +279,12 @@ def test_a_faster_estimate_is_never_undecided() -> None:
     assert (check.verdict, check.level) == (Verdict.PASS, 0)
 
 
-def calibrated_entry(log_center: float, reference: str = "reference:gemm") -> Entry:
+def calibrated_entry(log_center: float, reference: str = "reference:gemm") -> BaselineEntry:
     cal = {"reference": reference, "log_center": log_center, "log_se": 0.001, "df": 9}
-    return Entry(1e-3, 0.99e-3, 1.01e-3, 0.99, 40, 0.01, "cold", "graph", "now", {"calibration": cal})
+    return BaselineEntry(1e-3, 0.99e-3, 1.01e-3, 0.99, 40, 0.01, "cold", "graph", "now", {"calibration": cal})
 
 
-def stored_with_levels(tmp_path: Path) -> Entry:
+def stored_with_levels(tmp_path: Path) -> BaselineEntry:
     data = {"schema": "pytest-gpuperf/baselines/1", "device": {}, "entries": {"k::v": stored_entry()}}
     return BaselineFile.validate(tmp_path / "f.json", data).entries["k::v"]
 

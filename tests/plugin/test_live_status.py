@@ -7,8 +7,8 @@ from typing import Callable
 
 import pytest
 
-from pytest_gpuperf import live_status
-from pytest_gpuperf.live_status import LiveStatus
+from pytest_gpuperf._plugin import live_status
+from pytest_gpuperf._plugin.live_status import LiveStatus
 
 ERASE_AT_COLUMN_12 = "\x1b[1B\r\x1b[2K\x1b[1A\x1b[13G"
 
@@ -183,7 +183,7 @@ def test_no_line_without_a_controlling_terminal(monkeypatch: pytest.MonkeyPatch)
 def test_a_real_run_into_a_pipe_has_no_line(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TERM", "xterm")
     pytester.makeconftest(
-        "from pytest_gpuperf.live_status import for_terminal\n\n"
+        "from pytest_gpuperf._plugin.live_status import for_terminal\n\n"
         "def pytest_sessionstart(session):\n"
         "    print('\\nlive status:', for_terminal(session.config))\n"
     )

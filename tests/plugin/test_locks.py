@@ -11,11 +11,11 @@ from typing import Any, Callable, Iterator
 import pytest
 from filelock import FileLock
 
-from pytest_gpuperf.store import baselines
-from pytest_gpuperf.store.baselines import BaselineStore, Entry
-from pytest_gpuperf.compile.static import Budget, BudgetStore
+from pytest_gpuperf._store import baselines
+from pytest_gpuperf._store.baselines import BaselineStore, BaselineEntry
+from pytest_gpuperf._store.budgets import Budget, BudgetStore
 from pytest_gpuperf.errors import BaselineFileError, LockTimeoutError, UnsafePathError
-from pytest_gpuperf.store.locks import HOLDER_SUFFIX, hold
+from pytest_gpuperf._store.locks import HOLDER_SUFFIX, hold
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEVICE = {"name": "Fake GPU", "key": "fake-gpu-sm90-132sm-80gib"}
@@ -26,15 +26,15 @@ PRECIOUS = "precious data, not a lock\n"
 HOLDER = """
 import sys, time
 from pathlib import Path
-from pytest_gpuperf.store.locks import hold
+from pytest_gpuperf._store.locks import hold
 with hold(Path(sys.argv[1]), timeout_s=5, purpose="a test holder"):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
 """
 
 
-def entry(median: float = 1e-5) -> Entry:
-    return Entry(median, median * 0.99, median * 1.01, 0.99, 100, 0.01, "cold", "graph", "2026-11-21T00:00:00+00:00")
+def entry(median: float = 1e-5) -> BaselineEntry:
+    return BaselineEntry(median, median * 0.99, median * 1.01, 0.99, 100, 0.01, "cold", "graph", "2026-11-21T00:00:00+00:00")
 
 
 @pytest.fixture
@@ -183,7 +183,7 @@ def test_update_through_a_symlinked_device_folder_fails_the_run(
 def test_a_busy_gpu_lock_times_out_naming_its_holder(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_elsewhere
 ) -> None:
-    from pytest_gpuperf import session
+    from pytest_gpuperf._plugin import session
 
     monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))  # a lock of this test's own
     monkeypatch.setattr(session, "GPU_LOCK_TIMEOUT_S", 0.5)
@@ -201,7 +201,7 @@ def test_a_busy_gpu_lock_times_out_naming_its_holder(
 def test_a_symlinked_gpu_lock_is_refused(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_gpuperf import session
+    from pytest_gpuperf._plugin import session
 
     monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
     target = tmp_path / "notes.txt"
@@ -220,7 +220,7 @@ def test_the_gpu_lock_re_enters_in_its_thread_only(tmp_path: Path, monkeypatch: 
     import threading
     import time
 
-    from pytest_gpuperf.session import GpuPerfSession, gpu_lock_path
+    from pytest_gpuperf._plugin.session import GpuPerfSession, gpu_lock_path
     from pytest_gpuperf.testing import fake_device
 
     monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
@@ -248,7 +248,7 @@ def test_the_gpu_lock_re_enters_in_its_thread_only(tmp_path: Path, monkeypatch: 
 
 # -- the machine-wide GPU lock ------------------------------------------------------------------
 def fresh_session() -> Any:
-    from pytest_gpuperf.session import GpuPerfSession
+    from pytest_gpuperf._plugin.session import GpuPerfSession
     from pytest_gpuperf.testing import fake_device
 
     return GpuPerfSession(None, None, _device=fake_device((9, 0)))  # type: ignore[arg-type]
@@ -257,7 +257,7 @@ def fresh_session() -> Any:
 def test_the_gpu_lock_lies_in_one_folder_whatever_the_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tempfile
 
-    from pytest_gpuperf.session import gpu_lock_path
+    from pytest_gpuperf._plugin.session import gpu_lock_path
 
     monkeypatch.delenv("GPU_PERF_LOCK_DIR", raising=False)
     for job_tmp in ("a", "b"):  # two jobs of one runner, each with its own TMPDIR
@@ -272,7 +272,7 @@ def test_the_gpu_lock_lies_in_one_folder_whatever_the_tmpdir(tmp_path: Path, mon
 
 
 def test_the_gpu_lock_file_is_created_for_every_user_whatever_the_umask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_gpuperf.session import gpu_lock_path
+    from pytest_gpuperf._plugin.session import gpu_lock_path
 
     monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
     before = os.umask(0o077)
@@ -287,7 +287,7 @@ def test_the_gpu_lock_file_is_created_for_every_user_whatever_the_umask(tmp_path
 def test_an_existing_gpu_lock_file_is_opened_read_only_and_without_o_creat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In a sticky folder Linux refuses O_CREAT on another user's file (fs.protected_regular), and
     a file an older version made 0644 cannot be opened for writing by anyone else."""
-    from pytest_gpuperf.session import gpu_lock_path
+    from pytest_gpuperf._plugin.session import gpu_lock_path
 
     monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
     lock = gpu_lock_path("0000:00:00.0")
@@ -315,7 +315,7 @@ def test_a_second_user_shares_the_gpu_lock_the_first_created(monkeypatch: pytest
     import shutil
     import tempfile
 
-    from pytest_gpuperf import session
+    from pytest_gpuperf._plugin import session
 
     shared = Path(tempfile.mkdtemp(dir="/tmp"))
     shared.chmod(0o1777)
@@ -354,7 +354,7 @@ def test_a_second_user_shares_the_gpu_lock_the_first_created(monkeypatch: pytest
 
 def test_a_gpu_lock_that_is_a_fifo_or_in_a_folder_anyone_may_swap_is_refused(tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_gpuperf.session import gpu_lock_path
+    from pytest_gpuperf._plugin.session import gpu_lock_path
 
     monkeypatch.setenv("GPU_PERF_LOCK_DIR", str(tmp_path))
     os.mkfifo(gpu_lock_path("0000:00:00.0"))

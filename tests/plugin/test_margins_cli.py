@@ -1,5 +1,5 @@
 """``gpuperf margins``: margins derived from saved reports by the rule, a margins file shown,
-checked and updated (pytest_gpuperf/store/margins.py). Reports are written here, no GPU needed."""
+checked and updated (pytest_gpuperf/_store/margins.py). Reports are written here, no GPU needed."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.cli import main
-from pytest_gpuperf.store.margins import RULE, Gpu, MarginsFile, margin_rule, run_id
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._store.margins import RULE, Gpu, MarginsFile, margin_rule, run_id
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
 TEST = "tests/fam/test_perf.py::test_fast_vs_slow[big]"
 H100 = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "key": "nvidia-h100-sm90"}

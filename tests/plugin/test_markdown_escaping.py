@@ -10,10 +10,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from pytest_gpuperf.cli import main
-from pytest_gpuperf.markdown import code, text
-from pytest_gpuperf.store.baselines import BaselineStore, Entry
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._report.markdown import code, text
+from pytest_gpuperf._store.baselines import BaselineStore, BaselineEntry
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
 markdown_it = pytest.importorskip("markdown_it", reason="the test extra installs markdown-it-py")
 
@@ -89,8 +89,8 @@ def test_report_markdown_quotes_what_the_report_holds(tmp_path: Path, capsys: py
 
 
 def test_diff_quotes_keys_and_device_software(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    def entry(median: float) -> Entry:
-        return Entry(median, median * 0.99, median * 1.01, 0.99, 100, 0.01, "cold", "graph", "2026-11-21T00:00:00+00:00")
+    def entry(median: float) -> BaselineEntry:
+        return BaselineEntry(median, median * 0.99, median * 1.01, 0.99, 100, 0.01, "cold", "graph", "2026-11-21T00:00:00+00:00")
 
     device = {"name": "GPU", "key": "nvidia-h200-sm90-132sm-140gib", "driver_version": "580.1"}
     BaselineStore(tmp_path / "old").update(device["key"], "tests/fam/test_perf.py", device, {HOSTILE_ID + "::k": entry(1e-5)})

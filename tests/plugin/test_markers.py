@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.arch import parse_arch
+from pytest_gpuperf._plugin.arch import parse_arch
 
 MARKED_TESTS = """
 import pytest
@@ -228,7 +228,7 @@ def test_cupy_without_a_usable_gpu_says_what_this_machine_lacks(
     """The [gpu] extra on a machine without a driver: CUDA's own text asks for a driver upgrade."""
     import ctypes
 
-    from pytest_gpuperf import device
+    from pytest_gpuperf._timing import device
 
     (tmp_path / "cupy.py").write_text(FAKE_CUPY)
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.store import migrate, schema_versions
-from pytest_gpuperf.store.baselines import BaselineFile
-from pytest_gpuperf.store.check import check_folder
-from pytest_gpuperf.cli import main
-from pytest_gpuperf.compile.static import BudgetFile
-from pytest_gpuperf.store.reports import ReportFileError, load_report
+from pytest_gpuperf._store import migrate, schema_versions
+from pytest_gpuperf._store.baselines import BaselineFile
+from pytest_gpuperf._store.check import check_folder
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._cli.migrate import outcome_line
+from pytest_gpuperf._store.budgets import BudgetFile
+from pytest_gpuperf._store.reports import ReportFileError, load_report
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = {"median_s": 1e-5, "ci_low_s": 0.9e-5, "ci_high_s": 1.1e-5, "confidence": 0.99, "n": 40, "spread": 0.01,
@@ -132,7 +133,7 @@ def test_a_gzipped_report_stays_gzipped(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(ReportFileError, match=f"an older version; gpuperf migrate {path} rewrites it as version 1"):
         load_report(path)
     outcome = migrate.migrate_file(path)
-    assert outcome.migrated and outcome.line(False) == f"migrated {path}: report version 0 -> 1"
+    assert outcome.migrated and outcome_line(outcome, False) == f"migrated {path}: report version 0 -> 1"
     assert path.read_bytes()[:2] == b"\x1f\x8b"
     assert load_report(path)["tests"][0]["nodeid"] == "t.py::test_a"
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.compile import nvcc as nvcc_module
-from pytest_gpuperf.compile.nvcc import (
+from pytest_gpuperf._compile import nvcc as nvcc_module
+from pytest_gpuperf._compile.nvcc import (
     BuildResult,
     NvccBuildError,
     NvccNotFound,
@@ -165,7 +165,7 @@ def test_key_changes_with_every_input(
 def test_concurrent_processes_build_once(tmp_path: Path, project: Path, fake_nvcc: Path) -> None:
     script = textwrap.dedent(
         f"""
-        from pytest_gpuperf.compile.nvcc import build_shared_library
+        from pytest_gpuperf._compile.nvcc import build_shared_library
         r = build_shared_library([{str(project / 'kernel.cu')!r}], include_dirs=[{str(project / 'include')!r}],
                                  nvcc={str(fake_nvcc)!r}, cache_dir={str(tmp_path / 'cache')!r})
         print("cached" if r.cached else "built", r.library)
@@ -331,7 +331,7 @@ def test_a_header_edited_during_the_build_is_not_trusted(
 def test_a_killed_build_leaves_no_lasting_staging_folder(tmp_path: Path, project: Path, fake_nvcc: Path) -> None:
     script = textwrap.dedent(
         f"""
-        from pytest_gpuperf.compile.nvcc import build_shared_library
+        from pytest_gpuperf._compile.nvcc import build_shared_library
         build_shared_library([{str(project / 'kernel.cu')!r}], include_dirs=[{str(project / 'include')!r}],
                              nvcc={str(fake_nvcc)!r}, cache_dir={str(tmp_path / 'cache')!r})
         """
@@ -354,7 +354,7 @@ def test_a_killed_build_leaves_no_lasting_staging_folder(tmp_path: Path, project
 
 
 def test_staging_folders_of_live_builds_are_kept(tmp_path: Path) -> None:
-    from pytest_gpuperf.compile import cache as cache_module
+    from pytest_gpuperf._compile import cache as cache_module
 
     cache = cache_module.BuildCache(tmp_path / "c")
     staging = cache.folder / "staging"

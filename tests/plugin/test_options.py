@@ -5,7 +5,7 @@ from typing import Callable
 
 import pytest
 
-from pytest_gpuperf.options import SETTINGS
+from pytest_gpuperf._plugin.options import SETTINGS
 
 SHOW_TOLERANCE = """
 import pytest

@@ -10,9 +10,11 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.report import plots
-from pytest_gpuperf.store.reports import load_report
-from pytest_gpuperf.report.plots import PlotsUnavailable, family_of, write_plots
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._report.plots import draw, shape
+from pytest_gpuperf._store.reports import load_report
+from pytest_gpuperf._report.plots import PlotsUnavailable, write_plots
+from pytest_gpuperf._report.plots.shape import family_of
 
 pytest.importorskip("matplotlib")
 # The same for matplotlib's modules the charts use: first imported inside an in-process pytester
@@ -116,17 +118,17 @@ def test_synthetic_report(tmp_path: Path) -> None:
 
 def test_rows_label_and_clip() -> None:
     tests = SYNTHETIC["tests"]
-    rows = plots.measurement_rows(tests)
+    rows = shape.measurement_rows(tests)
     assert rows[0]["label"] == "fast_vs_slow[small] \u00b7 fast"
     assert rows[2]["high"] == 1.6
-    comparisons = plots.comparison_rows(tests)
+    comparisons = shape.comparison_rows(tests)
     assert comparisons[0]["label"] == "fast_vs_slow[small]", "the test id names both variants already"
     assert comparisons[2]["label"] == "undecided: a vs b"
-    fractions, title = plots.fraction_rows(tests[3:4])
+    fractions, title = shape.fraction_rows(tests[3:4])
     assert [r["label"] for r in fractions] == ["only_figures \u00b7 dsmem", "only_figures \u00b7 baseline"]
     assert title is not None and "bandwidth_fraction" in title
-    long = plots._label("speedup_with_a_very_long_test_function_name_indeed[param-one-two-three-four]", "variant_name_x")
-    assert len(long) <= plots.MAX_LABEL and long.endswith("[param-one-two-three-four] \u00b7 variant_name_x")
+    long = shape.clipped_label("speedup_with_a_very_long_test_function_name_indeed[param-one-two-three-four]", "variant_name_x")
+    assert len(long) <= shape.MAX_LABEL and long.endswith("[param-one-two-three-four] \u00b7 variant_name_x")
 
 
 @pytest.fixture(scope="module")
@@ -148,12 +150,12 @@ def test_committed_h200_report(real_plots: list[Path]) -> None:
 
 
 def test_command_line_reads_an_archived_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``python -m pytest_gpuperf.report.plots`` draws a gzipped report; a missing one is a message."""
-    assert plots.main([str(REAL_REPORT), str(tmp_path / "plots")]) == 0
+    """``gpuperf plots`` draws a gzipped report; a missing one is a message."""
+    assert main(["plots", str(REAL_REPORT), str(tmp_path / "plots")]) == 0
     printed = capsys.readouterr().out.split()
     assert [Path(line).name for line in printed][-1] == "index.html" and len(printed) == 6
     assert all(Path(line).exists() for line in printed)
-    assert plots.main([str(tmp_path / "none.json.gz"), str(tmp_path / "other")]) == 1
+    assert main(["plots", str(tmp_path / "none.json.gz"), str(tmp_path / "other")]) == 1
     err = capsys.readouterr().err
     assert "none.json.gz does not exist" in err and f"--gpu-perf-json {tmp_path / 'none.json'})" in err
     assert not (tmp_path / "other").exists()
@@ -243,7 +245,7 @@ def test_hostile_numbers_and_names_render_or_are_left_out(tmp_path: Path, monkey
     written = write_plots(load_report(path), tmp_path / "plots")
     assert [p.name for p in written][:2] == ["alpha.png", "beta.png"] and written[-1].name == "index.html"
     slug = written[2].name
-    assert slug.startswith("fff") and len(slug) <= plots.MAX_SLUG + len(".png")
+    assert slug.startswith("fff") and len(slug) <= shape.MAX_SLUG + len(".png")
     for png in written[:-1]:
         _png_size(png)
     assert "not drawn (listed in index.html): 2 times outside 1e-12..1e+06 or out of order; " \
@@ -254,11 +256,11 @@ def test_hostile_numbers_and_names_render_or_are_left_out(tmp_path: Path, monkey
 
 
 def test_a_panel_draws_at_most_max_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(plots, "MAX_ROWS", 3)
+    monkeypatch.setattr(draw, "MAX_ROWS", 3)
     tests = [{"nodeid": f"tests/many/test_x.py::test_{i}", "outcome": "passed", "comparisons": [], "figures": [],
               "measurements": [_measurement("k", 1e-6 * (i + 1), 1e-6 * (i + 1), 1e-6 * (i + 1))]} for i in range(5)]
     titles = _titles(monkeypatch)
-    png = plots.plot_family("many", tests, tmp_path / "many.png")
+    png = draw.plot_family("many", tests, tmp_path / "many.png")
     assert png is not None and _png_size(png)[1] < 400
     assert "2 times past the first 3" in titles[0]
 
@@ -279,13 +281,13 @@ def _checked(name: str, median: float, stored: float, slowdown: float, verdict: 
 def _drawn(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The figures plot_family draws from now on (captured instead of only saved)."""
     figures: list[Any] = []
-    original = plots._save_small_png
+    original = draw._save_small_png
 
     def keep(fig: Any, path: Path) -> None:
         figures.append(fig)
         original(fig, path)
 
-    monkeypatch.setattr(plots, "_save_small_png", keep)
+    monkeypatch.setattr(draw, "_save_small_png", keep)
     return figures
 
 
@@ -310,7 +312,7 @@ ROW_TESTS = [
 
 def test_each_checked_median_stands_beside_its_baseline_band_and_its_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     figures = _drawn(monkeypatch)
-    assert plots.plot_family("fam", ROW_TESTS, tmp_path / "fam.png") is not None
+    assert draw.plot_family("fam", ROW_TESTS, tmp_path / "fam.png") is not None
     fig = figures[0]
     bands = _with_gid(fig, "baseline-band")
     assert len(bands) == 2, "one band per measurement with a stored baseline and a threshold; none for the new one"
@@ -341,11 +343,11 @@ SWEEP_TESTS = [
 
 
 def test_a_sweep_is_drawn_as_lines_over_its_number(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sweeps, rest = plots.split_sweeps(SWEEP_TESTS + ROW_TESTS)
+    sweeps, rest = shape.split_sweeps(SWEEP_TESTS + ROW_TESTS)
     assert [s["name"] for s in sweeps] == ["ms_per_token"] and rest == ROW_TESTS
     assert sorted({(x, series) for x, series, _ in sweeps[0]["tests"]})[:2] == [(1.0, "baseline"), (1.0, "dataflow")]
     figures = _drawn(monkeypatch)
-    plots.plot_family("mk", SWEEP_TESTS, tmp_path / "mk.png")
+    draw.plot_family("mk", SWEEP_TESTS, tmp_path / "mk.png")
     fig = figures[0]
     times = next(ax for ax in _axes(fig) if ax.get_title(loc="left") == "ms_per_token: median time per launch")
     lines = [line for line in times.get_lines() if line.get_label() in ("baseline", "fused", "dataflow")]
@@ -367,8 +369,8 @@ def test_a_sweep_is_drawn_as_lines_over_its_number(tmp_path: Path, monkeypatch: 
 def test_a_report_without_thresholds_uses_the_tolerance_rule() -> None:
     record = _checked("k", 1e-5, 1e-5, 1.0)
     del record["regression"]["threshold"], record["regression"]["band"]
-    gate = plots.gate_of(record)
+    gate = shape.gate_of(record)
     assert gate is not None and gate["threshold"] == pytest.approx(0.025) and gate["baseline"] == 1e-5
-    assert plots.gate_of(_measurement("k", 1, 1, 1) | {"regression": None}) is None
+    assert shape.gate_of(_measurement("k", 1, 1, 1) | {"regression": None}) is None
     hostile = _checked("k", 1e-5, 1e-5, 1.0) | {"baseline": "not an entry"}
-    assert math.isnan(plots.gate_of(hostile)["baseline"])  # type: ignore[index]
+    assert math.isnan(shape.gate_of(hostile)["baseline"])  # type: ignore[index]

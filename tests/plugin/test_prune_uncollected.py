@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.cli import main
-from pytest_gpuperf.store.baselines import BaselineFile, BaselineStore, Entry
+from pytest_gpuperf._cli.main import main
+from pytest_gpuperf._store.baselines import BaselineFile, BaselineStore, BaselineEntry
 
 KEY = "nvidia-h200-sm90-132sm-140gib"
 H200: dict[str, Any] = {"name": "NVIDIA H200", "key": KEY}
 SKIPPED_AT_IMPORT = "import pytest\npytest.importorskip('no_such_module_anywhere')\n\ndef test_k():\n    pass\n"
 
 
-def entry(median: float = 1e-5) -> Entry:
-    return Entry(median, median * 0.99, median * 1.01, 0.99, 40, 0.01, "cold", "graph", "2026-11-21T10:00:00+00:00")
+def entry(median: float = 1e-5) -> BaselineEntry:
+    return BaselineEntry(median, median * 0.99, median * 1.01, 0.99, 40, 0.01, "cold", "graph", "2026-11-21T10:00:00+00:00")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -16,12 +16,12 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.cli import main
+from pytest_gpuperf._cli.main import main
 from pytest_gpuperf.errors import GpuPerfError
-from pytest_gpuperf.store import jsonio, reports
-from pytest_gpuperf.store.baselines import BaselineStore, Entry
-from pytest_gpuperf.store.locks import HOLDER_SUFFIX, describe_holder
-from pytest_gpuperf.store.schema_versions import REPORT_SCHEMA
+from pytest_gpuperf._store import jsonio, reports
+from pytest_gpuperf._store.baselines import BaselineStore, BaselineEntry
+from pytest_gpuperf._store.locks import HOLDER_SUFFIX, describe_holder
+from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_KEY = "fake-gpu-sm90-132sm-80gib"
@@ -33,8 +33,8 @@ RUN_TIMEOUT_S = 120  # generous: only a hang gets near it
 MEMORY_BOUND_KIB = 600 * 1024
 
 
-def entry(median: float = 1e-5) -> Entry:
-    return Entry(median, median * 0.99, median * 1.01, 0.99, 100, 0.01, "cold", "graph", "2026-11-21T00:00:00+00:00")
+def entry(median: float = 1e-5) -> BaselineEntry:
+    return BaselineEntry(median, median * 0.99, median * 1.01, 0.99, 100, 0.01, "cold", "graph", "2026-11-21T00:00:00+00:00")
 
 
 def minimal_report(**extra: Any) -> dict[str, Any]:
@@ -48,7 +48,7 @@ def minimal_report(**extra: Any) -> dict[str, Any]:
 def gpuperf(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``gpuperf ARGS`` in a subprocess, so a reader that hangs fails the test instead of hanging it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "pytest_gpuperf.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "pytest_gpuperf", *args], capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S, env=env, cwd=cwd)
 
 
@@ -161,7 +161,7 @@ PEAK_KIB_SOURCE = (
 def peak_memory_of(*args: str, cwd: Path | None = None) -> tuple[int, str, int]:
     """Exit status, error output and peak memory (KiB) of ``gpuperf ARGS`` in a fresh process."""
     code = (
-        "import resource, sys\nfrom pytest_gpuperf.cli import main\n" + PEAK_KIB_SOURCE +
+        "import resource, sys\nfrom pytest_gpuperf._cli.main import main\n" + PEAK_KIB_SOURCE +
         "status = main(sys.argv[1:])\n"
         "print(peak_kib(), file=sys.stderr)\nsys.exit(status)\n"
     )
@@ -190,7 +190,7 @@ def test_the_255_kb_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     code, err, peak_kib = peak_memory_of("report", str(bomb))
     assert code == 1
     assert err == (f"gpuperf: error: report file {bomb} is larger than 64 MiB decompressed; it is not a file "
-                   "pytest-gpuperf wrote (raise pytest_gpuperf.store.jsonio.MAX_JSON_BYTES to read it anyway)")
+                   "pytest-gpuperf wrote (raise pytest_gpuperf._store.jsonio.MAX_JSON_BYTES to read it anyway)")
     assert peak_kib < MEMORY_BOUND_KIB, f"peak memory {peak_kib} KiB"
 
 
@@ -203,7 +203,7 @@ def test_millions_of_samples_under_the_byte_cap_are_refused_before_parsing(tmp_p
     assert code == 1
     assert err == (f"gpuperf: error: report file {report} holds more than 2,000,000 array elements and object fields, "
                    "so it was not parsed (a report would need millions of samples to be that large); "
-                   "raise pytest_gpuperf.store.jsonio.MAX_JSON_ITEMS to read it anyway")
+                   "raise pytest_gpuperf._store.jsonio.MAX_JSON_ITEMS to read it anyway")
     assert peak_kib < MEMORY_BOUND_KIB, f"peak memory {peak_kib} KiB"
 
 
@@ -247,7 +247,7 @@ def test_a_report_of_too_many_results_is_refused(tmp_path: Path, capsys: pytest.
     assert main(["report", str(path)]) == 1
     assert capsys.readouterr().err.strip() == (
         f"gpuperf: error: report file {path}: more than 5 tests and results by tests[2], more than pytest-gpuperf "
-        "reads; split the run into several reports (or raise pytest_gpuperf.store.reports.MAX_REPORT_RESULTS)")
+        "reads; split the run into several reports (or raise pytest_gpuperf._store.reports.MAX_REPORT_RESULTS)")
 
 
 # -- git output ---------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def test_diff_git_refuses_a_blob_past_the_cap_before_reading_it(tmp_path: Path, 
 
 
 def test_git_output_past_its_cap_stops_the_command(tmp_path: Path) -> None:
-    from pytest_gpuperf.store.git_output import run_git
+    from pytest_gpuperf._store.git_output import run_git
 
     git(tmp_path, "init", "-q")
     (tmp_path / "a.txt").write_text("a" * 10_000)
@@ -303,5 +303,5 @@ def test_diff_git_parses_a_committed_blob_within_the_caps(tmp_path: Path) -> Non
     assert code == 1
     assert err == (f"gpuperf: error: baseline file HEAD:{name} holds more than 2,000,000 array elements and object "
                    "fields, so it was not parsed (a report would need millions of samples to be that large); "
-                   "raise pytest_gpuperf.store.jsonio.MAX_JSON_ITEMS to read it anyway")
+                   "raise pytest_gpuperf._store.jsonio.MAX_JSON_ITEMS to read it anyway")
     assert peak_kib < MEMORY_BOUND_KIB, f"peak memory {peak_kib} KiB"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuperf.compile import modules
-from pytest_gpuperf.compile.modules import include_dirs, included_files, load_module, sources_digest
+from pytest_gpuperf._compile import modules
+from pytest_gpuperf._compile.modules import include_dirs, included_files, load_module, sources_digest
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from typing import Any, Callable
 import pytest
 
 from pytest_gpuperf.errors import BaselineFileError
-from pytest_gpuperf.store.baselines import BaselineFile
-from pytest_gpuperf.store.schemas import KINDS, load_schema, schema_errors
+from pytest_gpuperf._store.baselines import BaselineFile
+from pytest_gpuperf._store.schemas import KINDS, load_schema, schema_errors
 
 jsonschema = pytest.importorskip("jsonschema", reason="the test extra installs jsonschema")
 
@@ -36,8 +36,8 @@ def test_each_schema_is_a_valid_draft_2020_12_schema(kind: str) -> None:
 def test_the_schemas_ship_in_the_package() -> None:
     tomllib = pytest.importorskip("tomllib")
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "*.schema.json" in data["pytest_gpuperf.store.schemas"]
-    assert sorted(p.name for p in (ROOT / "pytest_gpuperf" / "store" / "schemas").glob("*.schema.json")) == sorted(
+    assert "*.schema.json" in data["pytest_gpuperf._store.schemas"]
+    assert sorted(p.name for p in (ROOT / "pytest_gpuperf" / "_store" / "schemas").glob("*.schema.json")) == sorted(
         f"{k}.schema.json" for k in KINDS
     )
 

@@ -8,7 +8,7 @@ from typing import Callable
 
 import pytest
 
-from pytest_gpuperf.store.baselines import module_file_name
+from pytest_gpuperf._store.baselines import module_file_name
 
 THREE_MODULES = {
     "test_a": "from pytest_gpuperf import Variant\n\ndef test_k(gpu_perf):\n    gpu_perf.measure(Variant('k', lambda: None))\n",

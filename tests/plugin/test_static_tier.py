@@ -14,21 +14,12 @@ from typing import Any, Callable
 
 import pytest
 
-from pytest_gpuperf.compile.nvcc import NvccNotFound, find_cuobjdump, find_nvcc, find_nvdisasm
-from pytest_gpuperf.compile.static import (
-    BUDGET_SCHEMA,
-    Budget,
-    BudgetFile,
-    BudgetStore,
-    CudaModule,
-    KernelResources,
-    compile_module,
-    count_sass_instructions,
-    judge,
-    kernel_key,
-    parse_ptxas_resources,
-    split_sass,
-)
+from pytest_gpuperf._compile.nvcc import NvccNotFound, find_cuobjdump, find_nvcc, find_nvdisasm
+from pytest_gpuperf._store.budgets import BUDGET_SCHEMA, Budget, BudgetFile, BudgetStore
+from pytest_gpuperf._compile.cuda_module import CudaModule
+from pytest_gpuperf._compile.cubin import KernelResources, compile_module
+from pytest_gpuperf._compile.kernel_report import count_sass_instructions, kernel_key, parse_ptxas_resources, split_sass
+from pytest_gpuperf._compile.static import judge
 from pytest_gpuperf.errors import BaselineFileError
 from tests.plugin.fake_tools import DEPENDENCY_PASS
 
@@ -313,7 +304,7 @@ def judged(
 ) -> Any:
     mod = module(source, max_code_growth=growth) if facts is None else module(source, sass_facts=facts, max_code_growth=growth)
     result = compile_module(mod, "sm_90")
-    from pytest_gpuperf.compile.static import ArchBudgets
+    from pytest_gpuperf._store.budgets import ArchBudgets
 
     stored = ArchBudgets("fake 0.0.1", "2026-11-21T00:00:00+00:00", budgets) if budgets is not None else None
     return judge(result, mod, stored, Path("baselines/static/toy.json"), update=update)
@@ -419,7 +410,7 @@ def test_bad_declarations_are_rejected(source: Path) -> None:
 STATIC_TESTS = """
 import pytest
 from pathlib import Path
-from pytest_gpuperf.compile.static import CudaModule
+from pytest_gpuperf._compile.cuda_module import CudaModule
 
 MODULE = CudaModule(
     "toy", Path({source!r}), name_expressions=("scale<float>",), archs=("sm_90",),
@@ -520,7 +511,7 @@ def test_archs_not_selected_are_skipped(
 def test_without_nvcc_the_fixture_skips_naming_the_extra(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, source: Path
 ) -> None:
-    import pytest_gpuperf.compile.nvcc as nvcc_module
+    import pytest_gpuperf._compile.nvcc as nvcc_module
 
     def missing() -> Path:
         raise NvccNotFound("nvcc not found; looked in nowhere")

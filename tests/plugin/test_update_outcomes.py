@@ -9,7 +9,7 @@ from typing import Callable
 
 import pytest
 
-from pytest_gpuperf.store.schemas import schema_errors
+from pytest_gpuperf._store.schemas import schema_errors
 
 DEVICE = "fake-gpu-sm90-132sm-80gib"
 TWO_TESTS = """

@@ -8,7 +8,7 @@ faster *for the reason the note gives*, through counters that hardly move betwee
   (4 sectors + 1: 2.5). Both kernels use 4-byte loads, so the note's SW column (sectors
   per request) is the right measure; for the float4 strip kernels SW counts a fully used
   512-byte request as 16 sectors, so they are compared on N-Rd and reported with SW/128B
-  (sectors per 128 requested bytes, see pytest_gpuperf/counters.py).
+  (sectors per 128 requested bytes, see pytest_gpuperf/_counters/metrics.py).
 - problem 2: qkv_strip_w2 feeds each weight it loads to WPT words and shares it between the
   warps of a block, so L2 serves the L1s far fewer bytes (N-Rd) than for qkv_base_w2.
 
@@ -26,9 +26,9 @@ import pytest
 
 from kernels.qkv.counters import KERNEL_REGEX, TARGET, case, check_order, ideal, kernel_is
 from kernels.qkv.family import LAYERS, VARIANTS, best_config
-from kernels.qkv.hw01_table import NOTE_ROWS, plan
+from kernels.qkv.hw01_table import NOTE_ROWS, format_table, plan
 from kernels.qkv.launch import LaunchConfig
-from pytest_gpuperf.counters import CounterResult, format_table
+from pytest_gpuperf import CounterResult
 
 if TYPE_CHECKING:
     from pytest_gpuperf import GpuCounters
@@ -150,3 +150,11 @@ def test_hw01_plan_covers_every_variant_and_layer_once_per_launch() -> None:
     assert set(NOTE_ROWS) <= {(v, layer) for v in VARIANTS for layer in LAYERS}
     table = format_table([(f"{v} {layer}", {k: row.get(k) for k in ("SW", "t/us")}) for (v, layer), row in NOTE_ROWS.items()])
     assert "qkv_base_w2 layer1" in table and "1558" in table
+
+
+def test_table_has_the_notes_columns() -> None:
+    rows = [("layer0 qkv_base", {"/itr": 3.5, "%": 4.0, "SW": 16.5, "BXW": 15.25, "N-Rd": 2.0, "N-Wr": 1.0, "GB/s": 75.0, "t/us": 236.0})]
+    text = format_table(rows)
+    header, line = text.splitlines()
+    assert header.split() == ["/itr", "%", "SW", "BXW", "N-Rd", "N-Wr", "GB/s", "t/us", "SW/128B", "SBXW", "DRAM", "GB/s"]
+    assert line.split()[:2] == ["layer0", "qkv_base"] and " 16.5 " in line and " 3.50 " in line and "236" in line and line.endswith("-")

@@ -1,0 +1,5 @@
+"""``python -m pytest_gpuperf``: the ``gpuperf`` command."""
+
+from pytest_gpuperf._cli.main import main
+
+raise SystemExit(main())

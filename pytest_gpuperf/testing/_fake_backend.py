@@ -1,0 +1,217 @@
+"""A fake device and a fake timing backend (see ``pytest_gpuperf.testing``).
+
+The fake takes samples in the order a GPU would (round by round, in each round's order),
+stamps each with a simulated clock, and multiplies each variant's true time by the noise
+models' factors for that sample, so budgets, statistics and verdicts are deterministic for a
+seed and the noise can depend on time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from pytest_gpuperf._timing import streams
+from pytest_gpuperf._timing.backend import Prepared
+from pytest_gpuperf._timing.cupy_backend import check_captured_work
+from pytest_gpuperf._timing.device import GIB, DeviceInfo
+from pytest_gpuperf._timing.results import CacheMode, ClockState, OtherActivity, OtherProcess, Variant
+from pytest_gpuperf.testing import noise as noise_models
+
+__all__ = ["FakeBackend", "fake_device"]
+
+
+def fake_device(
+    compute_capability: tuple[int, int] = (9, 0),
+    *,
+    name: str = "Fake GPU",
+    sm_count: int = 132,
+    memory_gib: int = 80,
+    l2_mib: int = 50,
+    ordinal: int = 0,
+) -> DeviceInfo:
+    """A DeviceInfo for a GPU that does not exist."""
+    return DeviceInfo(
+        name=name,
+        compute_capability=compute_capability,
+        sm_count=sm_count,
+        memory_bytes=memory_gib * GIB,
+        l2_bytes=l2_mib * 2**20,
+        ordinal=ordinal,
+        pci_bus_id=f"0000:{ordinal:02x}:00.0",
+        driver_version="0.0-fake",
+        cuda_runtime_version="0.0",
+        cuda_driver_version="0.0",
+        cupy_version="none",
+    )
+
+
+class FakeBackend:
+    """Seeded synthetic timings.
+
+    ``times`` maps a variant name to its true per-launch seconds (or is a callable of the
+    name); the reference kernels (``reference:copy``, ``reference:gemm``) take
+    ``reference_s``. ``noise`` lists the models (``pytest_gpuperf.testing.noise``) every
+    sample's time is multiplied by; without it, samples are log-normal with sigma ``spread``
+    and a fraction ``outlier_rate`` is multiplied by ``outlier_factor``. ``throttled`` makes
+    every clock reading report thermal slowdown. ``levels`` maps a variant name to
+    ``(factor, from_s)``: once the simulated clock has passed ``from_s`` seconds, that variant
+    takes ``factor`` times as long (a GPU that moved to another level during the run).
+
+    The GPU's health and the ways a real GPU can yield a wrong number:
+    - ``nvml=False``: clocks, throttling and other processes cannot be read; ``mig=True``: the
+      GPU is partitioned (MIG);
+    - ``other_processes``: dicts ``{"pid", "name", "sm_percent", "until_s"}`` of processes using
+      the GPU (until ``until_s`` simulated seconds, or for ever); while any is busy every sample
+      takes ``contended_factor`` times as long;
+    - ``inject``: variant name to sample values returned instead of its first samples (NaN, inf,
+      zero or negative values, as a broken timer or a cold-mode subtraction can give);
+    - ``captured_work``: variant name to the GPU operations its capture held (0: an empty graph),
+      ``escaped``: variant name to operations a stream trace found on other streams. Both are
+      judged by the CuPy backend's own rule (``check_captured_work``).
+    Launches are called the way the CuPy backend calls them: a launch taking one argument gets
+    ``timing_stream``, a ``TimingStream`` with a fake handle.
+    """
+
+    name = "fake"
+
+    def __init__(
+        self,
+        times: Mapping[str, float] | Callable[[str], float] | None = None,
+        *,
+        default_s: float = 10e-6,
+        spread: float = 0.01,
+        outlier_rate: float = 0.0,
+        outlier_factor: float = 1.5,
+        seed: int = 0,
+        throttled: bool = False,
+        call_launch: bool = True,
+        levels: Mapping[str, tuple[float, float]] | None = None,
+        noise: Sequence[noise_models.Noise] | None = None,
+        reference_s: float = 50e-6,
+        nvml: bool = True,
+        mig: bool = False,
+        other_processes: Sequence[Mapping[str, Any]] = (),
+        contended_factor: float = 2.0,
+        inject: Mapping[str, Sequence[float]] | None = None,
+        captured_work: Mapping[str, int] | None = None,
+        escaped: Mapping[str, int] | None = None,
+    ):
+        self._times = times or {}
+        self._default = default_s
+        self.spread = spread
+        self.outlier_rate = outlier_rate
+        self.outlier_factor = outlier_factor
+        self._rng = np.random.default_rng(seed)
+        self._clock = 0.0
+        self.throttled = throttled
+        self._call_launch = call_launch
+        if noise is None:
+            noise = [noise_models.Lognormal(spread), noise_models.Outliers(outlier_rate, outlier_factor)]
+        self._noise = list(noise) + [noise_models.Step(v, f, t) for v, (f, t) in (levels or {}).items()]
+        self.reference_s = reference_s
+        self._references: dict[str, Prepared] = {}
+        self.prepared_names: list[str] = []
+        self._nvml = nvml
+        self._mig = mig
+        self._others = [dict(p) for p in other_processes]
+        self.contended_factor = contended_factor
+        self._inject = {k: list(v) for k, v in (inject or {}).items()}
+        self._captured = dict(captured_work or {})
+        self._escaped = dict(escaped or {})
+        self.timing_stream = streams.TimingStream(handle=0xF00D)
+
+    def true_time(self, name: str) -> float:
+        if name.startswith("reference:"):
+            return self.reference_s
+        if callable(self._times):
+            return float(self._times(name))
+        return float(self._times.get(name, self._default))
+
+    def prepare(self, variant: Variant, cache: CacheMode, target_sample_s: float) -> Prepared:
+        if self._call_launch:
+            streams.bind(variant.launch, self.timing_stream)()
+        self.prepared_names.append(variant.name)
+        nodes = self._captured.get(variant.name, 1)
+        escaped = self._escaped.get(variant.name, 0)
+        trace = None
+        if escaped:
+            from pytest_gpuperf._timing.audit import StreamTrace
+
+            trace = StreamTrace(on_stream=nodes, elsewhere={7: ["fake_side_kernel"] * escaped})
+        check_captured_work(variant.name, "graph", nodes, trace)
+        t = self.true_time(variant.name)
+        batch = max(1, min(2048, math.ceil(target_sample_s / max(t, 1e-9))))
+        return Prepared(variant=variant, mode=cache, method="fake", batch=batch, state=t, stream_audit="cupti")
+
+    def run_rounds(
+        self, prepared: Sequence[Prepared], rounds: int, orders: Sequence[Sequence[int]] | None = None
+    ) -> list[list[float]]:
+        order_list = [list(o) for o in orders] if orders else [list(range(len(prepared)))] * rounds
+        slots = [i for order in order_list for i in order]
+        names = [prepared[i].variant.name for i in slots]
+        true = np.array([prepared[i].state for i in slots], dtype=np.float64)
+        batch = np.array([prepared[i].batch for i in slots], dtype=np.float64)
+        starts = self._clock + np.concatenate(([0.0], np.cumsum(true * batch)[:-1]))
+        log_factor = np.zeros(len(slots))
+        for model in self._noise:
+            log_factor += model.log_factors(names, starts, self._rng)
+        samples = true * np.exp(log_factor)
+        if self._others:
+            samples *= np.where([self._busy_at(t) for t in starts], self.contended_factor, 1.0)
+        self._clock = float(starts[-1] + samples[-1] * batch[-1]) if len(slots) else self._clock
+        out: list[list[float]] = [[] for _ in prepared]
+        for i, value in zip(slots, samples.tolist(), strict=False):
+            out[i].append(value)
+        for p, values in zip(prepared, out, strict=False):
+            injected = self._inject.get(p.variant.name, [])
+            taken = injected[: len(values)]
+            del injected[: len(taken)]
+            values[: len(taken)] = taken
+        return out
+
+    def reference(self, kind: str) -> Prepared | None:
+        """A prepared reference kernel (``copy`` or ``gemm``), as the CuPy backend gives."""
+        if kind not in ("copy", "gemm"):
+            return None
+        if kind not in self._references:
+            self._references[kind] = self.prepare(Variant(f"reference:{kind}", _no_work), "hot", 1e-3)
+        return self._references[kind]
+
+    def clock_state(self) -> ClockState | None:
+        if not self._nvml:
+            return None
+        reasons = ("hw_thermal_slowdown",) if self.throttled else ()
+        return ClockState(sm_clock_mhz=1980, mem_clock_mhz=2619, reasons=reasons, temperature_c=40)
+
+    def health_unknown_reason(self) -> str | None:
+        return None if self._nvml else "fake: NVML is not available"
+
+    def _busy_at(self, t: float) -> bool:
+        return any(t < float(p.get("until_s") or math.inf) for p in self._others)
+
+    def other_activity(self, since: float) -> OtherActivity | None:
+        if not self._nvml:
+            return None
+        present = tuple(
+            OtherProcess(int(p["pid"]), str(p.get("name", "fake")), int(p.get("sm_percent", 90)))
+            for p in self._others
+            if float(p.get("until_s") or math.inf) > since
+        )
+        return OtherActivity(present, mig=self._mig)
+
+    def now(self) -> float:
+        return self._clock
+
+    def pause(self, seconds: float) -> None:
+        self._clock += seconds
+
+    def release(self, prepared: Prepared) -> None:
+        prepared.state = None
+
+
+def _no_work() -> None:
+    pass
