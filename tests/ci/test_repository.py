@@ -129,3 +129,14 @@ def test_every_evidence_file_is_read_by_a_test() -> None:
     assert reports and not unread, (
         "reports in evidence/ that no test names: replay each in a test or remove it, and keep the figure a "
         "document quotes as a table named by date, GPU and commit:\n" + "\n".join(unread))
+
+
+# -- version and CHANGELOG.md ------------------------------------------------------------------
+def test_the_version_is_one_and_the_changelog_has_its_section() -> None:
+    """pyproject.toml and pytest_gpuperf/version.py name one version; CHANGELOG.md (Keep a Changelog)
+    opens with [Unreleased], then that version's dated section."""
+    project = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    package = re.search(r'^__version__ = "([^"]+)"', (ROOT / "pytest_gpuperf" / "version.py").read_text(), re.M)
+    assert project and package and project.group(1) == package.group(1)
+    sections = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert sections[:2] and sections[0] == ("Unreleased", "") and sections[1][0] == project.group(1) and sections[1][1]
