@@ -116,9 +116,9 @@ PERF_GRIDS: dict[str, Callable[[int], int]] = {
 }
 
 # Block size per grid and variant in the perf tests: the fastest LINEAR block size of
-# `python -m kernels.cluster_reduce.sweep` on an NVIDIA H200 (132 SMs), 2026-11-21, cold L2,
-# out of 128/256/512/1024 (evidence/2026-11-21-h200-sweep-cluster_reduce.json.gz).
-# FFN was timed only at 512 threads there and uses the same block sizes.
+# `python -m kernels.cluster_reduce.sweep` on an NVIDIA H200 (132 SMs), cold L2, out of
+# 128/256/512/1024 (README.md's sweep table names the run). FFN was timed only at 512 threads
+# there and uses the same block sizes.
 PERF_THREADS: dict[str, dict[str, int]] = {
     "one_cluster": {
         "baseline": 1024,  # 7.85 us (512: 11.82, 256: 20.11, 128: 36.85)

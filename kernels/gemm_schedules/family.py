@@ -57,8 +57,8 @@ _ALL = (
 )
 CONFIGS: dict[str, GemmConfig] = {c.name: c for c in _ALL}
 
-# Variant name -> the config the tests and gates use. Kept after the sweep on an H200
-# (2026-11-21, 8192^3, default tile-scheduler settings): no alternative build was faster.
+# Variant name -> the config the tests and gates use. Kept after the sweep on an H200 (8192^3,
+# default tile-scheduler settings; README.md's sweep table): no alternative build was faster.
 # cooperative_128x256x64_c2x1 tied (1667.9 us vs 1671.0 us; its raster/swizzle not swept);
 # cooperative c1x2 1689.8 us; pingpong c1x2 1830.0 us and c1x1 2083.5 us vs c2x1 1873.3 us
 # (c1x2's 2.4% lead is under what raster/swizzle alone gives c2x1: 1682.2 us, see PERF_LAUNCH).
@@ -127,8 +127,8 @@ PERF_SHAPES: dict[str, tuple[int, int, int]] = {
 PLACEMENT_COPIES: dict[str, int] = {"decode_m16": 8, "decode_m128": 8}
 
 # The launch each perf test uses, per shape and variant; DEFAULT_LAUNCH where a shape is not listed.
-# From sweep.py on an H200 (2026-11-21, evidence/2026-11-21-h200-sweep-gemm_schedules.json.gz;
-# each launch timed on its own, cold-L2 mode), which swept raster x swizzle at 8192^3 only: the
+# From sweep.py on an H200 (README.md's sweep table; each launch timed on its own, cold-L2
+# mode), which swept raster x swizzle at 8192^3 only: the
 # other shapes keep the default until a sweep tunes them (sweep.py now does, and prints the
 # entries to change here).
 PERF_LAUNCH: dict[str, dict[str, Launch]] = {
@@ -170,7 +170,7 @@ CUBLAS_FRACTION_REQUIRED: dict[str, dict[str, float]] = {"sm90": {"square8192": 
 # so the test need not time both schedules again). H200 sweep, both at PERF_LAUNCH: Cooperative
 # 1614.0 us [1613.0, 1628.7] vs Ping-pong 1682.2 us [1680.7, 1690.6], Ping-pong at x0.959.
 # The interleaved test_pingpong_vs_cooperative[square8192] put Ping-pong ahead at 8192^3 with the
-# tuned launch (H200, 2026-11-22: 1.0268x [1.0250, 1.0327]), so the gate times Ping-pong; switch
+# tuned launch (on an H200: 1.0268x [1.0250, 1.0327]), so the gate times Ping-pong; switch
 # if that test ever puts Cooperative ahead on the H200.
 FASTER_SCHEDULE: dict[str, dict[str, str]] = {"sm90": {"square8192": "pingpong"}}
 

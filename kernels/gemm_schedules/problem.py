@@ -17,7 +17,7 @@ ESCAPED_WORK_LIMIT_S = 5e-3
 def drain_device() -> float:
     """Seconds a device-wide synchronize waits (call it right after a measurement returns).
 
-    A guard for a failure seen on an H200 (2026-11-22): cuBLAS calls enqueued on a stream the timing
+    A guard for a failure seen on an H200: cuBLAS calls enqueued on a stream the timing
     events did not bracket ran concurrently with the next measurements. Partial: work that already
     drained while the engine was still sampling is not seen. It also drains, so the next measurement
     starts on an idle GPU.

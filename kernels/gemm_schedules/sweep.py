@@ -46,11 +46,11 @@ RASTERS = ("along_m", "along_n")
 LAUNCH_GRID = tuple(Launch(raster, swizzle) for raster in RASTERS for swizzle in SWIZZLES)
 # The decode shapes have one row of output tiles: raster order and swizzle change nothing there.
 TUNE_SHAPES = ("square4096", "square6144", "square8192", "k_heavy", "irregular")
-# Per measurement, at most; the sampler usually stops sooner, at +-0.5% (the 2026-11-21 sweep's 41
+# Per measurement, at most; the sampler usually stops sooner, at +-0.5% (the H200 sweep's 41
 # timings and 14 checks took 14 s), so ~140 timings take a minute or two.
 TIMING_BUDGET_S = 0.6
 # A perf-test launch slower than the fastest measured one by more than this is reported for retuning;
-# separately timed repeats of one launch differed by up to 1.2% on the H200 (2026-11-21).
+# separately timed repeats of one launch differed by up to 1.2% on an H200.
 RETUNE_THRESHOLD = 1.02
 
 

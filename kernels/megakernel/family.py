@@ -24,16 +24,8 @@ RING_VARIANTS = frozenset({"fused_ring", "dataflow", "dataflow_splitk", "dataflo
 # Variants with no grid barrier (LL words): at most DATAFLOW_MAX_BLOCKS blocks, each owning a residual row.
 DATAFLOW_VARIANTS = frozenset({"dataflow", "dataflow_splitk", "dataflow_splitk_o"})
 
-# The fastest variant measured, chosen from measurements: ms/token at positions 1 / 10 / 50 / 100 /
-# 200 / 1000 in the perf suite at commit c04d749 (2026-11-25; evidence/2026-11-25-h200-c04d749.json.gz
-# and evidence/2026-11-25-h100-c04d749.json.gz):
-#                       H200                                      H100 SXM
-#   dataflow_splitk_o  0.533 / 0.539 / 0.545 / 0.561 / 0.579 / 0.612   0.596 / 0.599 / 0.605 / 0.625 / 0.639 / 0.680
-#   dataflow_splitk    0.570 / 0.573 / 0.584 / 0.622 / 0.622 / 0.692   0.630 / 0.632 / 0.642 / 0.679 / 0.688 / 0.785
-#   dataflow           0.604 / 0.609 / 0.617 / 0.661 / 0.662 / 0.721   0.674 / 0.676 / 0.685 / 0.716 / 0.724 / 0.811
-#   fused_ring         0.824 / 0.829 / 0.872 / 0.872 / 0.882 / 0.936   0.923 / 0.928 / 0.976 / 0.975 / 0.984 / 1.050
-#   head_based         0.864 / 0.864 / 0.915 / 0.919 / 0.960 / 1.006   0.957 / 0.958 / 1.021 / 1.025 / 1.055 / 1.113
-# dataflow_splitk_o is the fastest at every position on both GPUs.
+# The fastest variant, chosen from measurements: dataflow_splitk_o is the fastest at every perf
+# position on the H200 and the H100 (README.md, "Measured": every variant's ms/token, with the runs).
 BEST_VARIANT = "dataflow_splitk_o"
 # Variants not yet measured on any GPU. The absolute gates time these too and gate the fastest of
 # BEST_VARIANT and these, so a faster new variant is judged without editing this file first;
@@ -79,10 +71,8 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = MARGINS.table()
 # Absolute gates, per architecture: the issue's targets on H100/H200. The best variant at >= 50%
 # of the roofline (weights + KV read / the SM copy bandwidth, gpu_perf.copy_bandwidth()) at
 # positions <= 200, and >= 8x faster than Hugging Face transformers with a static cache in a CUDA
-# graph. At commit c04d749 (2026-11-25, dataflow_splitk_o) the H200 reaches 54.2 / 53.6 / 53.1 /
-# 51.9 / 50.8% of the roofline at p = 1 / 10 / 50 / 100 / 200 (0.533 ms/token at p=1) and 8.88x /
-# 8.11x / 7.76x the peer at p = 1 / 200 / 1000; the H100 meets the roofline (63.7-67.0%) and
-# reaches 7.86x / 7.29x / 6.87x. TARGET_SHORTFALLS says so and keeps the tests honest.
+# graph. README.md's targets table says where each GPU model stands; TARGET_SHORTFALLS says where
+# one falls short, and keeps the tests honest there.
 MIN_ROOFLINE_FRACTION: dict[str, float | None] = {"sm90": 0.5}  # issue 5 target on H100/H200
 MIN_SPEEDUP_VS_HF: dict[str, float | None] = {"sm90": 8.0}  # issue 5 target on H100/H200
 
@@ -107,7 +97,7 @@ TARGET_SHORTFALLS: dict[str, dict[str, dict[str, Shortfall]]] = {
             "NVIDIA H100 80GB HBM3": (None, "H100 SXM 2026-11-25 (commit c04d749): dataflow_splitk_o 7.86x (p=1), "
                                             "7.29x (p=200), 6.87x (p=1000) faster than transformers 5.17 with a "
                                             "static cache in a CUDA graph, target 8x"),
-            # The H200 meets it at p=1 (8.88x [8.86, 8.91] at commit c04d749): an ordinary gate there.
+            # The H200 meets it at p=1 (8.88x [8.86, 8.91]): an ordinary gate there.
             "*": ((200, 1000), "H200 2026-11-25 (commit c04d749): dataflow_splitk_o 8.11x [8.09, 8.13] at "
                                "p=200 (8.13-8.14x at commit dce7c0d), 7.76x (p=1000) faster than transformers 5.17 with a "
                                "static cache in a CUDA graph (its logits checked against ours), target 8x"),
@@ -124,13 +114,12 @@ TARGET_SHORTFALLS: dict[str, dict[str, dict[str, Shortfall]]] = {
 # target -> the TARGET_SHORTFALLS key of the model -> positions.
 UNSETTLED_SHORTFALLS: dict[str, dict[str, dict[str, tuple[int, ...]]]] = {
     "sm90": {
-        # Eight perf runs on H200s on 2026-11-25: 50.8-52.2% at p=100 and 49.4-50.9% at p=200, inside
-        # the pool's spread (A/B runs put the same code 1.6% apart across H200s, perf runs 2.5%; one
-        # run's peer test timed the same step 1.4% faster than its roofline test).
+        # Over the H200 perf runs of the current kernel, p=100 and p=200 land on both sides of 50%
+        # (README.md's targets table), inside the pool's spread: A/B runs put the same code 1.6%
+        # apart across H200s, perf runs 2.5%, and one run's peer test timed the same step 1.4%
+        # faster than its roofline test.
         "roofline": {"NVIDIA H200": (100, 200)},
-        # The same runs and one of 2026-11-24: 7.95-8.28x at p=200, inside the peer's 3% spread.
-        # p=1000: 7.70-7.82x then; 7.991x [7.983, 7.999] and 7.999x [7.990, 8.007] in two runs on
-        # an H200 on 2026-11-27 (GPU-bb937f46, commit 780d979), so it too lands on either side.
+        # p=200 and p=1000 land on both sides of 8x over those runs, inside the peer's 3% spread.
         "hf_speedup": {"*": (200, 1000)},
     }
 }
@@ -162,8 +151,8 @@ def speedup_margin(arch: str, comparison: str, position: int) -> float | None:
 # changes the next layers slightly, and with few keys (early positions) such flips multiply over
 # the layers. Measured on the CPU: float32 vs float64 references (same rounding points) differ by
 # up to 9.3e-4 relative L2 / 1.1e-3 max |logit| over 120 tiny-model cases, and by 2.2e-4 / 6.3e-4
-# on the full model at position 7 (logits have std 0.65). On an H200 (2026-11-21) every variant
-# was within 8.7e-4 max |logit| at position 7 and 1.1e-5 at 600. The bounds below leave 5-10x
+# on the full model at position 7 (logits have std 0.65). On an H200 every variant was within
+# 8.7e-4 max |logit| at position 7 and 1.1e-5 at 600 (DESIGN.md). The bounds below leave 5-10x
 # headroom; an indexing or synchronisation bug moves logits by O(0.1-1).
 LOGIT_TOLERANCE = {
     "tiny": {"max_rel_l2": 5e-3, "atol": 5e-3},
@@ -208,8 +197,7 @@ GRID_SYNC_NAME_EXPRESSIONS = ("grid_sync_loop<0>", "grid_sync_loop<1>")  # coope
 # latter adds its partials with one bulk reduction on sm_90 (cp.reduce.async.bulk ... add.u64 ->
 # UBLKRED.G.S.ADD.U64) and 64-bit reductions before (RED.E.ADD.64).
 # Code size: a step executes about 101 KB of SASS, at the edge of an SM's instruction cache;
-# 552 more instructions (4.7%) cost 0.4-2.7% of the step (A/B on an H200 and an H100, 2026-11-24),
-# so each variant's SASS instruction count may grow at most 2% over the recorded one before the
+# 552 more instructions (4.7%) cost 0.4-2.7% of the step (DESIGN.md), so each variant's SASS instruction count may grow at most 2% over the recorded one before the
 # tier fails.
 CODE_GROWTH = 0.02
 CUDA_MODULES: tuple[CudaModule, ...] = (

@@ -18,7 +18,7 @@ the rotary ``inv_freq`` buffer to bf16 (a checkpoint loaded in bf16 keeps it in 
 restored; and rows past the step's position are zeroed in the cache, for versions that derive the
 sequence length from non-zero rows.
 
-A "relative L2 0.88 at position 7" seen on an H200 (2026-11-22) was not the peer: test_correctness.py's check of the
+A "relative L2 0.88 at position 7" once seen on an H200 was not the peer: test_correctness.py's check of the
 peer against the float32 reference passed in that run; the perf fixture compared the peer (fresh
 prefill) with our step on a KV cache whose rows 1, 10, 50, ... earlier timed steps had written.
 The reference on such a cache gives exactly that (0.889 at 7, 0.825 at 600). Expected logits

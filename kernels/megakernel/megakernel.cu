@@ -506,7 +506,7 @@ __device__ __forceinline__ void decode_step_stream(const MegakernelParams& P, co
         // dataflow_splitk_o by half layers, so that the code both halves share (the RMSNorm reading an
         // accumulator, the split-K projection and its publication) is emitted once: the step's code
         // is at the edge of what the instruction cache holds (DESIGN.md, "The LM head, and code
-        // size": 1-1.6% faster than the layer loop below, 2026-11-25). Half 2L runs the input RMSNorm, QKV and attention of layer L, then
+        // size": 1-1.6% faster than the layer loop below). Half 2L runs the input RMSNorm, QKV and attention of layer L, then
         // its O projection split over K: the units leave (o, max, sum) records as LL words, each
         // block merges those of its rows [o0, o0 + no) of W_o^T (o_split_rows) into s.vec and adds
         // its partial of the whole O output into the layer's O accumulator, so neither a combine nor

@@ -32,7 +32,7 @@ __device__ __forceinline__ void norm_rope_head(const float* raw, const bf16_t* w
     if constexpr (IO::kLL) {
         // LL inputs: the norm weights and the rotation in registers before the wait for x (words
         // from other blocks); loaded after it, their round trip followed the wait on the attention's
-        // path (H200, 2026-11-22, with the same in rmsnorm_acc and rmsnorm_ll: 1.009x / 1.013x /
+        // path (H200, with the same in rmsnorm_acc and rmsnorm_ll: 1.009x / 1.013x /
         // 1.003x at p = 1 / 200 / 1000). Plain inputs (after a grid barrier) keep the old order:
         // the stream variant has no registers to spare for them (it spilled, and ran 4.5% slower).
         float gain[4];
@@ -437,7 +437,7 @@ constexpr int kAttnPreloadTiles = 2;
 // MK_UNIT_KV_PREFETCH (dataflow_splitk_o): each block asks for its unit's keys and values in L2 at
 // the start of their layer, before its input RMSNorm's wait. The unit loads them while it waits for
 // its q/k/v; at p=1000 (every block runs a unit) those loads outlasted the wait, 3.0 us against 1.5
-// when loaded after it (H100, 2026-11-25). A/B at p = 1 / 200 / 1000: H100 1.009x / 1.019x / 1.015x
+// when loaded after it (H100). A/B at p = 1 / 200 / 1000: H100 1.009x / 1.019x / 1.015x
 // and 1.007x / 1.018x / 1.014x (two machines), H200 1.004x / 1.014x / 1.007x; asked for at the
 // unit's start 0.99x / 1.007x / 0.99x (with the loads after the wait), half a layer earlier 1.000x /
 // 1.015x / 1.007x (H100) and 0.998x / 1.008x / 0.993x (H200).
@@ -454,7 +454,7 @@ __device__ __forceinline__ void prefetch_unit_kv(const MegakernelParams& P, int 
 // MK_UNIT_KEYS_SHARED (dataflow_splitk_o, with MK_UNIT_KV_PREFETCH; sm_90 and the emulator): the keys
 // of the block's first unit, when it preloads (at most kAttnPreloadTiles tiles), are copied into shared
 // memory (s.unit_keys, one bulk copy) where prefetch_unit_kv would ask for them in L2; only the values
-// are then loaded while the unit waits for its q/k/v. A/B at p = 1 / 200 / 1000 (2026-11-25): H200
+// are then loaded while the unit waits for its q/k/v. A/B at p = 1 / 200 / 1000: H200
 // 0.996x / 0.998x / 1.008x and 0.998x / 1.001x / 1.007x (two runs), H100 1.000x / 1.002x / 1.002x;
 // the traced q/k/v wait at p=1000 2.20 -> 1.69 us (H200) and 2.43 -> 1.91 us (H100). Copied only
 // once units are busy (MK_UNIT_PUMP's share): the same at p=1. Values loaded after the wait: 0.991x /
@@ -472,7 +472,7 @@ __host__ __device__ constexpr bool unit_keys_shared_built() {
 }
 // MK_UNIT_WARP_KEYS (with MK_UNIT_KEYS_SHARED; 0: off): a unit of at most this many keys has its values
 // copied into s.unit_keys too (after a tile of keys), and is computed by one warp per q head once its
-// q/k/v are in (unit_by_warps: no block barrier between its scores, softmax and P.V). A/B (2026-11-25)
+// q/k/v are in (unit_by_warps: no block barrier between its scores, softmax and P.V). A/B
 // against 0 at p = 1 / 10 / 200 / 1000 (units of 2, 11, 9 and 41 keys; an H100, then an H200):
 // 8 keys 1.005x / 1.000x / 0.999x / 1.002x and 1.007x / 0.998x / 1.001x / 0.999x; 16 and 32 keys slower
 // at p=10 (0.984x, H100: a warp's 11 keys one group after another); unrolled over 8 or 16 keys
@@ -567,7 +567,7 @@ constexpr int kSlotsPerWarp = 32 / (kThreads / kAttnTile);  // key slots of a ti
 // compute scores and P.V (fused_stream would spill registers).
 // A unit of n keys fills ceil(n / 2) warps of the first tile: at p=1 (2 keys) one warp of 16. With
 // every warp working (0), the 15 idle warps' shuffles, shared-memory loads and partial sums kept
-// the unit's scores, softmax and P.V at 1.6-1.7 us whatever its keys (traced on an H200, 2026-11-24:
+// the unit's scores, softmax and P.V at 1.6-1.7 us whatever its keys (traced on an H200:
 // the same 1.63 us when that code ran a second time in a row, its K/V already in registers). Two A/B
 // runs: 1.021-1.031x at p=1, 1.003-1.008x at p=50, 0.993-0.999x with full units (p >= 200).
 #ifndef MK_UNIT_KEY_WARPS
@@ -579,7 +579,7 @@ constexpr bool kUnitKeyWarps = MK_UNIT_KEY_WARPS != 0;
 // MK_UNIT_SCORE_RS: a lane's four partial dot products (2 tiles x 2 q heads) summed over its 16
 // lanes by one reduce-scatter, 5 shuffles instead of 4 x 4 (the same additions in the same order);
 // MK_UNIT_SMALL_SOFTMAX: the softmax of at most 64 keys as two values per lane, without the general
-// loop's unrolled remainder handling (same results). H200, 2026-11-24, at p = 1 / 50 / 200 /
+// loop's unrolled remainder handling (same results). H200, at p = 1 / 50 / 200 /
 // 1000 against neither: both 1.007x / 1.018x / 1.013x / 1.027x, the reduce-scatter alone 1.000x /
 // 1.011x / 1.008x / 1.016x (the scores of a full unit 0.90 -> 0.44 us). The same exchange for P.V
 // (both heads at once, 8 shuffles instead of 16) measured 1.000x / 0.998x / 0.999x / 0.998x.
@@ -596,7 +596,7 @@ constexpr bool kUnitSmallSoftmax = MK_UNIT_SMALL_SOFTMAX != 0 && kAttnPreloadTil
 // share of the blocks run attention units, their ring keeps the others' pace and, while a unit
 // waits for its q/k/v, the issuing warp pumps the ring (the unit's tasks run on the other warps and
 // count themselves done in s.misc[kUnitTasksSlot]). With fewer units, their blocks keep the pace
-// MK_ATTN_BLOCK_PACE and the tasks stay on warps 0-3. H200 (2026-11-22, against no unit pumping,
+// MK_ATTN_BLOCK_PACE and the tasks stay on warps 0-3. H200 (against no unit pumping,
 // p = 1 / 200 / 400 / 600 / 1000): 25% 0.992x / 0.997x / 1.003x / 1.012x / 1.036x with the tasks moved
 // at every unit count; below the share the move alone cost 0.4% at p=1, hence the two layouts.
 #ifndef MK_UNIT_PUMP
@@ -769,7 +769,7 @@ __device__ __forceinline__ void attention_unit_preloaded(const MegakernelParams&
 // the ring, MK_PUMP_WARP; else the issuing warp, pumping between polls); a group of
 // lanes merges each output, lane j taking units j, j + lanes, ..., and the lanes meet by
 // shuffles (max, then the rescaled sums). As few lanes as the units need, at most kMergeLanes:
-// every busy lane polls L2 until its words land, and on the H200 (2026-11-22, ms at p = 1 / 200 /
+// every busy lane polls L2 until its words land, and on the H200 (ms at p = 1 / 200 /
 // 1000, 1 / 4 / 16 units) one lane per output measured 0.655 / 0.708 / 0.868 (16 units one
 // after another), 8 lanes 0.673 / 0.698 / 0.758, 32 lanes 0.688 / 0.714 / 0.788.
 #ifndef MK_MERGE_LANES
@@ -813,7 +813,7 @@ __device__ __forceinline__ void merge_unit_records(const MegakernelParams& P, co
     if (threadIdx.x == kRecordProbeWarp * 32)  // trace event 27: the records' probes seen
         mk_trace[blockIdx.x * MK_TRACE_STRIDE + (wait_id - 1) / 4 * MK_TRACE_EVENTS_PER_LAYER + 27] = clock64();
 #endif
-    // No block barrier: the other warps load and poll their few words at once (H200, 2026-11-22:
+    // No block barrier: the other warps load and poll their few words at once (H200:
     // 0.654 vs 0.663 ms at p=1 when they waited for the probes; 1024 accumulator words per block
     // polled that way instead made every step 6-10% slower, so rmsnorm_acc keeps its barrier).
     int lanes = 1;  // per output: the units rounded up to a power of two, at most kMergeLanes

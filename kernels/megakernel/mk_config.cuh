@@ -53,7 +53,7 @@ constexpr int kLmClaimSlot = 2 * kKVHeads + 3; // counters[]: LM-head chunks cla
 constexpr int kLmDoneSlot = 2 * kKVHeads + 4;  // counters[]: blocks done with the LM head (MK_LM_DYNAMIC)
 // Fewest keys per split-attention unit in the dataflow variants (a whole number of tiles): every
 // further unit costs the combine a record, and the combine itself a round trip to L2. 64 keys (the
-// most attention_unit_preloaded takes) measured best on the H200 (2026-11-22: at p=50 0.709 vs
+// most attention_unit_preloaded takes) measured best on the H200 (at p=50 0.709 vs
 // 0.739 ms/token with 32; 128 slower at every position from 10 to 1000, its units no longer preload).
 #ifndef MK_ATTN_MIN_CHUNK
 #define MK_ATTN_MIN_CHUNK 64
@@ -61,7 +61,7 @@ constexpr int kLmDoneSlot = 2 * kKVHeads + 4;  // counters[]: blocks done with t
 constexpr int kAttnMinChunk = MK_ATTN_MIN_CHUNK;
 // dataflow_splitk_o aims at blocks / 8 / MK_SPLITK_O_UNITS_DIVISOR units per kv head (the others at
 // blocks / 8): every O block of the head merges every unit's record, so long sequences may want
-// fewer, longer units. On the H200, 2026-11-22 (ms at p = 100 / 200 / 1000): 64-key units at most
+// fewer, longer units. On the H200 (ms at p = 100 / 200 / 1000): 64-key units at most
 // 16 per head 0.678 / 0.694 / 0.766, at least 128 keys 0.706 / 0.709 / 0.748, so a divisor of 2
 // (8 units per head) was kept; once a unit's q/k/v loads flew together (LLIO::load_head),
 // 16 per head measured 1.004x / 1.003x / 1.008x faster than 8 at p = 1 / 200 / 1000: 1 again.

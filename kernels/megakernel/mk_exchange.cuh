@@ -42,7 +42,7 @@ struct LLIO {
     __device__ __forceinline__ float load(const float* p) const { return ll_load(word(p), flag); }
     __device__ __forceinline__ void store(float* p, float v) const { ll_store(word(p), v, flag); }
     // PlainIO::load_head with the four words in flight together. Loading and polling each in turn
-    // put up to four L2 round trips in front of the attention: H200 (2026-11-22), dataflow_splitk_o
+    // put up to four L2 round trips in front of the attention: on the H200, dataflow_splitk_o
     // 0.992x / 0.980x / 0.988x at p = 1 / 200 / 1000 that way.
     __device__ __forceinline__ void load_head(const float* head, float (&x)[4]) const {
         const int lane = threadIdx.x & 31;

@@ -84,7 +84,7 @@ __device__ __forceinline__ bool ring_issuer() { return (threadIdx.x >> 5) == kRi
 // (computing them here costs 64-bit divisions per page).
 // MK_LM_DYNAMIC (paced rings): the block's stream ends with its static LM-head rows; the LM head
 // then issues its claimed chunks itself (LmIssue), and no placeholder may take their slots.
-// Against the static split (2026-11-24, dataflow_splitk_o, A/B at p = 1 / 100 / 200 / 1000): H100
+// Against the static split (dataflow_splitk_o, A/B at p = 1 / 100 / 200 / 1000): H100
 // 1.004x / 1.005x / 1.005x / 1.002x; H200 (the issuing then inlined at every ring issue) 1.007x /
 // 1.007x / 1.008x / 0.996x.
 #ifndef MK_LM_DYNAMIC
@@ -95,7 +95,7 @@ constexpr int kLmSeg = 4 * kLayers;
 constexpr int kLmPageRows = ring_page_rows(kHidden, 1);
 // Pages per group in the paced rings' LM head (MK_LM_GROUP), and per claimed chunk. With groups of
 // 3 of the 5 slots, the next group's third page was issued only once the group before it had been
-// computed, and every group waited for it: the traced LM head (2026-11-25, dataflow_splitk_o at p=1)
+// computed, and every group waited for it: the traced LM head (dataflow_splitk_o at p=1)
 // waited 33.8 us for pages on the H200 and took 67.2 us; in groups of 2 it waits 12.3 us and takes
 // 65.0 (H100: 95.6 -> 93.9 us). A/B at p = 1 / 200 / 1000: H200 1.001x / 1.003x / 1.004x, H100
 // 1.001x / 1.000x / 1.0015x; groups of 1 page 0.96x and 0.995x (a block barrier per page).
@@ -153,7 +153,7 @@ __device__ __forceinline__ void ring_issue_next(const Shared& s, Ring& ring) {
 #endif
 constexpr int kRingPacedInFlight = MK_RING_PACED_IN_FLIGHT;
 // dataflow_splitk's pace: with the bulk reductions sharing the memory system, one page at a time
-// measured best on the H200 (2026-11-22, p=1 / 200: 1 page 0.678 / 0.733 ms, 2 pages 0.697 / 0.751,
+// measured best on the H200 (p=1 / 200: 1 page 0.678 / 0.733 ms, 2 pages 0.697 / 0.751,
 // 3 pages 0.700 / 0.752).
 #ifndef MK_SPLITK_PACED_IN_FLIGHT
 #define MK_SPLITK_PACED_IN_FLIGHT 1
@@ -162,7 +162,7 @@ template <int kSplit>
 constexpr int kPacedInFlight = kSplit ? MK_SPLITK_PACED_IN_FLIGHT : MK_RING_PACED_IN_FLIGHT;
 static_assert(kRingPacedInFlight >= 1 && kRingPacedInFlight <= kRingSlots, "pages in flight: 1 .. kRingSlots");
 // The pace of the blocks that run attention units: they issue no page while they compute, and
-// fall behind in their ring. H200 (2026-11-22, dataflow_splitk_o at p = 1 / 200 / 1000 against
+// fall behind in their ring. H200 (dataflow_splitk_o at p = 1 / 200 / 1000 against
 // their pace of 1): 2 pages 1.002x / 1.014x / 1.025x, 3 pages 1.001x / 1.014x / 1.023x (at p=1000
 // nearly every block runs a unit; every block at pace 2 measured 0.962x / 0.983x / 1.001x).
 // Pumping the ring while a unit waits for its q/k/v instead: 0.989x / 0.996x / 0.990x.
@@ -193,7 +193,7 @@ __device__ __forceinline__ void ring_pump(const Shared& s, Ring& ring, int max_i
 // words and the issuing warp spins on its slots' mbarriers, issuing the next page (at the same
 // pace) as soon as one lands, until the probing warp posts the wait's id. Otherwise the issuing
 // warp polls and pumps in turn, so it sees a page land only once per poll's L2 round trip. H200
-// (2026-11-22, dataflow_splitk_o at p = 1 / 200 / 1000): 1.034x / 1.035x / 0.994x; with the units'
+// (dataflow_splitk_o at p = 1 / 200 / 1000): 1.034x / 1.035x / 0.994x; with the units'
 // pumping (MK_UNIT_PUMP) 1.040x / 1.037x / 1.036x; dataflow_splitk 1.011x / 1.019x / 1.020x.
 #ifndef MK_PUMP_WARP
 #define MK_PUMP_WARP 1
@@ -301,12 +301,12 @@ __device__ __forceinline__ void ring_group_release(const Shared& s, Ring& ring, 
 // static rows [b, b + 1) x kLmStaticRows, which the last layer's pumps prefetch as any other page;
 // the rest goes in chunks of one page group (kLmChunkRows), each block taking the next unclaimed
 // one (an atomic counter) until none is left. In the LM head the issuing warp issues every page
-// (LmIssue, from one place: code inlined at every ring issue cost 1 us per layer, H200 2026-11-24):
+// (LmIssue, from one place: code inlined at every ring issue cost 1 us per layer on an H200):
 // the rest of the static rows, then the claimed chunks, asking for the next chunk a chunk
 // ahead so the atomic's round trip overlaps the pages; it leaves each page's first row in
 // s.misc[kLmSlotRowSlot + slot] for the consumer, and after the last chunk an end marker (-1, a
 // slot completed without a copy). With a static split the step ended with the slowest block's
-// slice: blocks' LM heads took 68-80 us (H200, 2026-11-24), some SMs persistently slower.
+// slice: blocks' LM heads took 68-80 us on an H200, some SMs persistently slower.
 __device__ __forceinline__ int* lm_slot_rows(const Shared& s) { return reinterpret_cast<int*>(s.misc + kLmSlotRowSlot); }
 __device__ __forceinline__ int lm_vocab(const Shared& s) { return reinterpret_cast<const int*>(s.misc)[kLmVocabSlot]; }
 
@@ -373,7 +373,7 @@ struct LmIssue {
 // group issues at most one more page (ring_pump); in the LM head (no exchange follows) every free
 // slot is refilled as in the unpaced ring.
 // Iterations of ring_gemv's dot-product loop unrolled (their shared-memory loads in flight together):
-// the loop is latency-bound (4 iterations for K = 1024). H200 (2026-11-22, dataflow_splitk_o at
+// the loop is latency-bound (4 iterations for K = 1024). H200 (dataflow_splitk_o at
 // p = 1 / 200 / 1000 against 2): 4 1.014x / 1.017x / 1.015x, 1 0.997x / 1.004x / 1.006x.
 #ifndef MK_RING_DOT_UNROLL
 #define MK_RING_DOT_UNROLL 4

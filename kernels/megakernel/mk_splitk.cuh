@@ -81,7 +81,7 @@ __device__ __forceinline__ void ring_splitk(Ring& ring, int seg, const float* ac
 #ifndef MK_ACC_STRIDE
 #define MK_ACC_STRIDE 1
 #endif
-// Measured on the H200 (2026-11-22, dataflow_splitk vs dataflow at p=1 / 200): one copy, stride 1,
+// Measured on the H200 (dataflow_splitk vs dataflow at p=1 / 200): one copy, stride 1,
 // one atomic per output 1.005x / 1.034x; stride 4 0.968x / 0.986x; stride 16 0.930x / 0.957x; 4
 // copies 0.979x / 1.006x; bulk 1.021x / 1.039x. Spreading the words over more L2 lines or copies
 // only adds requests: what costs is the number of requests, which the bulk reduction cuts to a
@@ -98,8 +98,8 @@ constexpr bool kAccBulk = false;  // no bulk reduction before sm_90: one atomic 
 constexpr bool kAccBulk = MK_ACC_BULK != 0 && kHidden * 8 <= kGqa * kAttnMaxChunk * 4;
 #endif
 // With the bulk reduction, what costs is then the L2 lines' serialised adds, 132 blocks' into the
-// same 64 lines: two copies halve them for twice the reader's loads. H200 (2026-11-22,
-// dataflow_splitk_o at p = 1 / 200 / 1000 against one copy): 2 copies 1.038x / 1.020x / 1.021x,
+// same 64 lines: two copies halve them for twice the reader's loads. H200
+// (dataflow_splitk_o at p = 1 / 200 / 1000 against one copy): 2 copies 1.038x / 1.020x / 1.021x,
 // 3 copies 1.034x / 1.016x / 1.016x, 4 copies 1.022x / 1.002x / 1.003x. With one atomic per output
 // one copy measured best (above).
 #ifndef MK_ACC_COPIES

@@ -46,7 +46,7 @@ struct StreamSlice {
 // dataflow_splitk_o: the attention outputs (rows of W_o^T) block b computes and projects. The blocks
 // form kKVHeads groups of nb / kKVHeads (launch.py ensures nb >= kKVHeads), group g splitting kv head
 // g's kGqa * 128 outputs; blocks past the last group have none. (Half slices for the unit blocks,
-// their other halves on those spare blocks, measured 0.992-0.993x at p <= 50 on the H200, 2026-11-24.)
+// their other halves on those spare blocks, measured 0.992-0.993x at p <= 50 on the H200.)
 __device__ __forceinline__ void o_split_rows(int b, int nb, int* row0, int* nrows) {
     const int per_group = nb / kKVHeads, g = b / per_group;
     if (g >= kKVHeads) {
@@ -67,7 +67,7 @@ __device__ __forceinline__ void o_split_rows(int b, int nb, int* row0, int* nrow
 // `light` the units): those blocks take fewer QKV and gate/up (so down) rows where that saves each
 // of them a whole ring page and costs no other block one. The others take their uniform share
 // rounded up to whole pages and the unit blocks share the rest. A straggler there holds up every
-// consumer of the exchange after the GEMV. H200 (2026-11-24, A/B at p = 1 / 100 / 200): 1.011x /
+// consumer of the exchange after the GEMV. H200 (A/B at p = 1 / 100 / 200): 1.011x /
 // 0.995x / 0.997x with the rest shared at every unit count; at p >= 64 (2 units per kv head and
 // more) it saves the unit blocks no page, and this rule leaves the uniform split there.
 #ifndef MK_UNIT_LIGHT

@@ -76,12 +76,12 @@ _CASES = {
     )
 }
 
-# The grid was cut from 11 cases to 9 after the 2026-11-21 H200 sweep, dropping the ones that
+# The grid was cut from 11 cases to 9 after the H200 sweep (README.md's sweep tables), dropping the ones that
 # repeated another case to within 0.2% in every variant (l2-bf16-d128: reordered 1.014x vs fp16's
 # 1.012x, vectorized 3.106x vs 3.120x; dram-bf16-d64: baseline 159.24 vs 159.22 us, reordered 1.002x
 # in both, vectorized 30.25 vs 29.96 us). Where the dtypes disagree, both stay: tiny (reordered
 # 0.966x fp16 vs 1.107x bf16) and dram d128/d256 (the bf16 baseline is slower: 1.070x/1.266x vs
-# 1.043x/1.225x). The interleaved perf tests on an H200 (2026-11-22) confirm the split at tiny
+# 1.043x/1.225x). The interleaved perf tests on an H200 confirm the split at tiny
 # (0.912x vs 1.091x) and at d256 (1.239x vs 1.324x, now because bf16 reordered is faster: 252.5 vs
 # 270.5 us), but not at d128 (1.041x in both; baseline 166.1 us in both).
 PERF_CASES: tuple[PerfCase, ...] = tuple(_CASES.values())
@@ -137,8 +137,7 @@ BANDWIDTH_FRACTION_FLOORS: dict[str, dict[str, float]] = {
 VECTORIZED_SWEEP = tuple((block, packs) for block in (128, 256, 512) for packs in (1, 2, 4))
 
 # The vectorized kernel's launch shape in the tests and by default: 256 threads, one 16-byte pack
-# per thread. H200 sweep 2026-11-21 (evidence/2026-11-21-h200-sweep-merge_attn_states.json.gz,
-# median us, 99% CI): one pack per thread is fastest at every size; 256x1 is the fastest at
+# per thread. H200 sweep (README.md's sweep tables; median us, 99% CI): one pack per thread is fastest at every size; 256x1 is the fastest at
 # dram-bf16-d256 (97.45 [97.32, 97.53] against 98.05 for the old default 256x2), within 0.2% of the
 # fastest at dram-fp16-d128 (52.33 against 128x1's 52.27, CIs overlapping; 256x2 52.52) and 1%
 # behind 512x1 at l2-fp16-d128 (3.25 against 3.22; 256x2 3.57).

@@ -28,7 +28,7 @@ from kernels.merge_attn_states.reference import LsePattern, assert_merge_close, 
 CHECK_SHAPES = ((37, 5), (1000, 7))  # (tokens, heads): a warp remainder, and a few thousand rows
 CHECK_LSE = LsePattern(spread=8.0, suffix_offset=5.0, pos_inf_fraction=0.1, neg_inf_fraction=0.1)
 # The launch-shape sweep runs on these cases; dram-fp16-d64 is the one below the bandwidth target
-# in the first sweep (2026-11-21, H200), so it is swept too.
+# in the first H200 sweep, so it is swept too.
 SWEEP_CASE_IDS = ("l2-fp16-d128", "dram-fp16-d64", "dram-fp16-d128", "dram-bf16-d256")
 
 

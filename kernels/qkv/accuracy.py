@@ -12,7 +12,7 @@ from pytest_gpuperf.numerics import to_numpy
 # - the L2 norm of the error over the L2 norm of |h_in| @ |w_qkv|.T (the outputs' size were
 #   every product of one sign) <= 1e-5. Rounding errors scale with that sum, not with the
 #   output: an output that cancels to near zero (hypothesis found d_model=171 with a single
-#   output, whose relative error was 1.4e-5 on an H100 on 2026-11-25) keeps the rounding of
+#   output, whose relative error was 1.4e-5 on an H100) keeps the rounding of
 #   its large partial sums. Simulated fp32 sequential sums gave at most 1.4e-7 of it over 300
 #   random single-output problems (d_model 1-600; 1.5e-5 of that output at d_model=171), while a
 #   wrong index or a missing term of typical size (2e-3 to 4e-2 of it) fails it; a term that is

@@ -41,7 +41,7 @@ def gate_key(fast: str, baseline: str, layer: str) -> str:
 # Gated speedups per architecture, keyed by gate_key, each with the interval it came from (GPU,
 # date, commit): margins.json. An architecture without a table measures and records the ratios
 # ungated. Each comparison runs both variants at their BEST_CONFIGS launches below, so a margin is
-# tied to those launches: a wider sweep (evidence/2026-11-21-h200-sweep-qkv-128-warps.json.gz) found
+# tied to those launches: a wider sweep (up to 128 warps per SM, README.md) found
 # qkv_base_w2 faster at 16 warps x 8 blocks per SM (35.13 us layer0, 832.58 us layer1), where
 # strip_w2/base_w2 on layer1 is about 2.98-3.06x, under the margin; re-measure the margins if
 # BEST_CONFIGS changes (see README).
@@ -49,8 +49,7 @@ MARGINS = MarginsFile.read(Path(__file__).with_name("margins.json"))
 SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = MARGINS.table()
 
 # Launch configuration per architecture, "<variant>/<layer>": the fastest of kernels/qkv/sweep.py
-# on an NVIDIA H200 (132 SMs), 2026-11-21, evidence/2026-11-21-h200-sweep-qkv.json.gz
-# (cold L2, median and 99% CI). Missing entries use LaunchConfig() (8 warps, one block per SM,
+# on an NVIDIA H200 (132 SMs; README.md's sweep table names the run), cold L2, median and 99% CI. Missing entries use LaunchConfig() (8 warps, one block per SM,
 # 8 words per thread). Resident warps per SM follow from registers per thread (offline nvcc 13.0
 # -arch=sm_90; the NVRTC build may differ slightly): base kernels 30-32 (64 warps), strip_w2 WPT 4
 # 64 (32 warps), strip WPT 4 79 (24 warps in 8-warp blocks), strip* WPT 16 197-206 (8 warps in

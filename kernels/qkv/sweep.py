@@ -46,7 +46,7 @@ CHECK_SHAPES = {
 }
 SWEEP_WARPS = (1, 2, 3, 4, 8, 16, 32)
 QUICK_WARPS = (4, 8, 16)
-# The 2026-11-21 H200 sweep stopped at 4 blocks of 8 warps per SM, where qkv_base_w2 was
+# The first H200 sweep stopped at 4 blocks of 8 warps per SM, where qkv_base_w2 was
 # still speeding up (it has registers for 64 warps per SM): 16 warps and 8 blocks extend it.
 MULTI_BLOCK_WARPS = (4, 8, 16)
 BLOCKS_PER_SM = (2, 4, 8)

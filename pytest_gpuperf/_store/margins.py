@@ -370,7 +370,7 @@ def gpu_label(name: str) -> str:
 
 def run_id(gpu: Gpu, created: str, commit: str | None) -> str:
     """``<date>-<model>-<commit>``, or the creation time (UTC, as the report writes it) where no
-    commit is known: ``2026-11-25-h100-1cefded``, ``2026-11-22-h200-0013``."""
+    commit is known: ``<YYYY-MM-DD>-h100-<7 hex digits>``, ``<YYYY-MM-DD>-h200-<HHMM>``."""
     tail = commit[:7] if commit else created[11:13] + created[14:16]
     return f"{created[:10]}-{gpu_label(gpu.name)}-{tail}"
 

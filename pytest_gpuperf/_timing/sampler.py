@@ -44,7 +44,7 @@ from pytest_gpuperf.errors import GpuContended, GpuPerfError, InvalidSample
 
 MAX_KEPT_CLOCK_STATES = 6
 # No launch that does GPU work takes less: an empty kernel replayed from a CUDA graph takes
-# 0.78 us on an H100 (2026-11-27). A shorter per-launch time means the work was not timed.
+# 0.78 us on an H100. A shorter per-launch time means the work was not timed.
 MIN_LAUNCH_S = 0.5e-6
 
 

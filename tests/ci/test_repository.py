@@ -102,6 +102,41 @@ def test_every_evidence_file_is_indexed_and_every_indexed_file_exists() -> None:
     assert listed - kept == set(), "rows of evidence/README.md naming files that are not there"
 
 
+EVIDENCE_LIMIT = 3_000_000  # bytes: 3 MB, the index included
+
+
 def test_evidence_stays_small() -> None:
     total = sum(p.stat().st_size for p in EVIDENCE.iterdir())
-    assert total < 8 * 2**20, f"evidence/ holds {total / 2**20:.1f} MiB: keep only what a margin, a test or a figure cites"
+    assert total <= EVIDENCE_LIMIT, (
+        f"evidence/ holds {total / 1e6:.2f} MB, over {EVIDENCE_LIMIT / 1e6:.0f} MB: keep a report only if a test replays "
+        "it, and strip what no test reads (evidence/README.md says what was stripped)")
+
+
+def _replayed_names() -> str:
+    """The text in which a replaying test names a report: the tests' sources (a name or its stem,
+    e.g. in a list of runs) and the margins files, whose cited runs tests/families/test_margins.py
+    reads again."""
+    texts = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "tests").rglob("*.py"))
+             if p.resolve() != Path(__file__).resolve()]
+    texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "kernels").glob("*/margins.json"))]
+    return "\n".join(texts)
+
+
+def test_every_evidence_file_is_read_by_a_test() -> None:
+    named = _replayed_names()
+    reports = sorted(p.name for p in EVIDENCE.iterdir() if p.name != "README.md")
+    unread = [name for name in reports if name.removesuffix(".json.gz") not in named]
+    assert reports and not unread, (
+        "reports in evidence/ that no test names: replay each in a test or remove it, and keep the figure a "
+        "document quotes as a table named by date, GPU and commit:\n" + "\n".join(unread))
+
+
+# -- version and CHANGELOG.md ------------------------------------------------------------------
+def test_the_version_is_one_and_the_changelog_has_its_section() -> None:
+    """pyproject.toml and pytest_gpuperf/_version.py name one version; CHANGELOG.md (Keep a Changelog)
+    opens with [Unreleased], then that version's dated section."""
+    project = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    package = re.search(r'^__version__ = "([^"]+)"', (ROOT / "pytest_gpuperf" / "_version.py").read_text(), re.M)
+    assert project and package and project.group(1) == package.group(1)
+    sections = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert sections[:2] and sections[0] == ("Unreleased", "") and sections[1][0] == project.group(1) and sections[1][1]

@@ -30,6 +30,6 @@ def test_compiled_fuses(gpu_perf, compiled):
     fn, x = compiled
     eager = Variant("eager", lambda: scale_shift_relu(x), bytes=8 * N)
     fused = Variant("compiled", lambda: fn(x), bytes=8 * N)
-    # 0.95 x the lowest interval's low end, rounded down: H100 80GB HBM3 2.905x [2.900, 2.912]
-    # (2026-11-27, commit 232f80e); H200 2.688x [2.668, 2.709] (2026-11-27, commit 0723de9).
+    # 0.95 x the lowest interval's low end, rounded down: H100 80GB HBM3 2.905x [2.900, 2.912],
+    # H200 2.688x [2.668, 2.709] (evidence/README.md names the runs).
     gpu_perf.assert_speedup(fused, eager, at_least=2.53)

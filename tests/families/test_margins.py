@@ -1,7 +1,7 @@
 """Every kernel family's margins file (kernels/<family>/margins.json), no GPU needed: each margin
 follows the rule from the interval it records, with the GPU, date and commit it was measured on;
 every gated comparison of the perf tests has an entry naming that test; the reports it cites are
-kept in evidence/; the family README's margins table is the file's, as ``gpuperf margins`` prints it."""
+kept in evidence/ and give that interval again; the family README's margins table is the file's, as ``gpuperf margins`` prints it."""
 from __future__ import annotations
 
 import importlib
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf._cli.margins import command
-from pytest_gpuperf._store.margins import FIGURE_RULE, RULE, MarginsFile
+from pytest_gpuperf._store.margins import FIGURE_RULE, RULE, MarginsFile, measurements_of
+from pytest_gpuperf._store.reports import load_report
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = sorted(p.parent.name for p in (ROOT / "kernels").glob("*/margins.json"))
@@ -97,6 +98,23 @@ def test_the_reports_cited_are_kept_in_evidence(family: str) -> None:
         assert run.report is not None, rid
         assert run.report.startswith("evidence/") and (ROOT / run.report).is_file(), run.report
     assert set(margins.runs) == {rid for e in margins.all_entries() for rid in e.over}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_margin_is_the_lowest_interval_of_the_reports_it_names(family: str) -> None:
+    """Replays the kept reports: the interval each entry records is the lowest one its test measured
+    over the runs in ``over``, read again from their reports (its GPU, date and run with it)."""
+    margins = _margins(family)
+    measured = {rid: measurements_of(load_report(ROOT / run.report), run.report or "", run.commit)
+                for rid, run in margins.runs.items()}
+    for e in margins.all_entries():
+        mine = [m for rid in e.over for m in measured[rid] if m.run.gpu.arch == e.arch and m.matches(e)]
+        assert mine, f"{e.key}: no run it names measured it"
+        lowest = min(mine, key=lambda m: m.low).evidence()
+        assert e.evidence is not None
+        recorded = e.evidence
+        assert (lowest.run, lowest.gpu, lowest.date, lowest.estimate, lowest.ci_low, lowest.ci_high, lowest.confidence) == (
+            recorded.run, recorded.gpu, recorded.date, recorded.estimate, recorded.ci_low, recorded.ci_high, recorded.confidence), e.key
 
 
 MARKER = re.compile(r"<!-- margins: gpuperf margins --file (\S+) --markdown -->\n(.*?)<!-- end margins -->\n", re.S)

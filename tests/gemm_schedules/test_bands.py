@@ -27,7 +27,7 @@ H200 = "nvidia-h200-sm90-132sm-140gib"
 H100 = "nvidia-h100-80gb-hbm3-sm90-132sm-79gib"
 A_A = ("2026-11-27-h200-faba-aa1", "2026-11-27-h200-faba-aa2", "2026-11-27-h200-c700-gemm-aa")
 PLANTED = "2026-11-27-h200-c700-gemm-planted-stored"  # Ping-pong 8192^3 12-13% slower
-# Run on an H200 with these bands in force (GPU-bb937f46, after the bands were chosen): the suite
+# Run on another H200 with these bands in force, after the bands were chosen: the suite
 # twice, and the planted Ping-pong slowdown once.
 H200_A_A_RUN = ("2026-11-27-h200-bb93-gpuonly", "2026-11-27-h200-bb93-whole-nauto")
 H200_PLANTED_RUN = "2026-11-27-h200-bb93-gemm-planted-stored"

@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 # Compute-bound GEMMs run power-capped (NVIDIA's sw_power_cap clock event), so their times follow
 # each chip's power behaviour, not only the code. Regression checks compare each GEMM's time relative
 # to a tensor-core GEMM reference timed in the same rounds (calibration), which removes what moves
-# both alike. It does not remove Ping-pong's own levels: on H100s on 2026-11-27 Ping-pong at 8192^3
-# ran 15% slower than its baseline in one of two runs on each of two machines, a whole run at one
-# level, with Cooperative and the reference unchanged (evidence/2026-11-27-h100-4dfb-aa2.json.gz, -c18e-aa).
+# both alike. It does not remove Ping-pong's own levels: on H100s Ping-pong at 8192^3 ran 15% slower
+# than its baseline in one of two runs on each of two machines, a whole run at one level, with
+# Cooperative and the reference unchanged (replayed in test_bands.py).
 # So checks against a single stored baseline carry a 16% band here and catch only gross slowdowns;
 # the precise check is --gpu-perf-against (a pull request's merge base, timed in the same rounds),
 # where no band applies. Entries recorded without calibration are compared raw, with the same band.
@@ -37,17 +37,15 @@ if TYPE_CHECKING:
 # H100s), and is checked to the default level band, 3%, of the level a run sits at.
 pytestmark = pytest.mark.gpu_perf(machine_noise=0.16, calibrated_noise=0.16)
 # On H200s the calibrated times of the square and K-heavy GEMMs stayed within 0.7% of the baselines
-# recorded on another H200, on two machines (2026-11-27, evidence/2026-11-27-h200-faba-*,
-# -c700-*), so there they are checked with a 3% band. It fails the planted 13% Ping-pong slowdown
-# that the 16% band passed (its interval [1.116, 1.138], replayed from -c700-gemm-planted-stored)
+# recorded on another H200, on two machines (the A/A runs test_bands.py replays), so there they are checked with a 3% band. It fails the planted 13% Ping-pong slowdown
+# that the 16% band passed (its interval [1.116, 1.138], replayed in test_bands.py)
 # and passes every A/A check of those runs. The decode shapes, whose times move with where their
 # buffers land (up to 12.7%), and the irregular one (intervals reaching about ±18%) keep 16% everywhere.
 NARROW_ON_H200 = pytest.mark.gpu_perf_for("nvidia-h200-*", calibrated_noise=0.03)
 NARROW_SHAPES = ("square4096", "square6144", "square8192", "k_heavy")
 # The decode shapes' Ping-pong and Cooperative moved together from machine to machine by more than
-# 16%: on one H100 (GPU-d9273cd3, 2026-11-27, commit 92b95d3) both ran 16-21% slower than the stored
-# baseline from another H100 in calibrated time, in two runs, while cuBLAS and decode_m128 ran at par
-# (evidence/2026-11-27-h100-d927-gpuonly.json.gz); across 13 H100s and 6 H200s their calibrated
+# 16%: on one H100 both ran 16-21% slower than the stored baseline from another H100 in calibrated
+# time, in two runs, while cuBLAS and decode_m128 ran at par (test_bands.py's H100_SLOW_DECODE); across 13 H100s and 6 H200s their calibrated
 # times span up to 1.23x. So against stored baselines these check with a 30% band; their ratio (the
 # speedup claim) holds within 1% on every machine, and --gpu-perf-against checks them precisely.
 WIDE_SHAPES = {"decode_m16", "decode_m128"}
@@ -65,7 +63,7 @@ def shape_param(shape: str) -> Any:
 
 def assert_nothing_escaped(after: str) -> None:
     """The GPU is idle once a measurement returns: nothing was left on a stream the timing events
-    did not bracket (an H200 run, 2026-11-22: cuBLAS calls piled up on another stream and overlapped
+    did not bracket (once on an H200: cuBLAS calls piled up on another stream and overlapped
     later measurements). A partial guard: see problem.drain_device."""
     from kernels.gemm_schedules.problem import ESCAPED_WORK_LIMIT_S, drain_device
 

@@ -6,6 +6,11 @@ on two cores; never twice). Gated: registers, spills and stack against
 baselines/static/gemm_schedules.json; no ptxas performance warning, above all C7510 (wgmma
 serialized across a function call, which device asserts cause when CUTLASS is built without
 -DNDEBUG: Ping-pong lost 30-45% of its throughput on an H200); HGMMA and USETMAXREG in the SASS.
+
+In the ``slow`` tier (the nightly CI job; CI's GPU job builds both anyway): two cold CUTLASS builds
+are about 200 s of nvcc on one core, more than the whole default run may take. The rules they
+check (budgets, ptxas performance warnings such as C7510, SASS facts) stay in the default run
+through the other families' modules and tests/plugin/test_static_tier.py.
 """
 from __future__ import annotations
 
@@ -18,6 +23,9 @@ from pytest_gpuperf import CudaModule, static_params
 
 if TYPE_CHECKING:
     from pytest_gpuperf import GpuStatic
+
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(("module", "arch"), static_params(CUDA_MODULES))

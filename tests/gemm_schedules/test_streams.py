@@ -3,7 +3,7 @@
 A fake ``cupy`` stands in for the real one: streams with CuPy's ``with stream:`` semantics, and a
 cuBLAS module that, like CuPy 14.2's, refuses ``setStream`` on a capturing stream. Work sent to any
 stream other than the timing stream is not bracketed by the timing events and runs concurrently
-with later measurements (an H200 run, 2026-11-22: cuBLAS 3278 us at 8192^3 instead of ~1617).
+with later measurements (once on an H200: cuBLAS 3278 us at 8192^3 instead of ~1617).
 """
 from __future__ import annotations
 
@@ -215,7 +215,7 @@ def test_cutlass_plan_launches_on_the_current_stream(fake_cupy: FakeCupy) -> Non
 def test_timing_engine_keeps_uncapturable_cublas_on_its_timing_stream(fake_cupy: FakeCupy) -> None:
     """After prepare() and run_rounds(), nothing the cuBLAS variant launched is left running on a
     stream other than the timing stream (it would overlap the next measurements). Regression test
-    for an H200 run (2026-11-22): a failed capture swapped the timing stream under prepare()'s `with`."""
+    for an H200 run: a failed capture swapped the timing stream under prepare()'s `with`."""
     from kernels.gemm_schedules.launch import CublasGemm
     from pytest_gpuperf._timing.device import DeviceInfo
     from pytest_gpuperf._timing.results import Variant

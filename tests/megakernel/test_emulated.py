@@ -6,11 +6,14 @@ variant on machines without CUDA; the memory model and speed are the GPU tests' 
 Skipped without a C++17 compiler. About 1-5 s per emulated step, plus about 4 s on one core to
 build the emulator library for each model shape, barrier choice and set of tuning macros.
 
-The default run keeps one case per behaviour on two libraries (TINY, which the wide-vocab TINY
-shares, and TINY with the kernel's own grid barrier): every variant, and every test function that
-needs no library of its own. The rest are marked ``slow`` (``pytest -m slow`` and the nightly CI job run them,
-docs/ci.md): more positions and grid sizes per variant, each alternative tuning macro (a library
-of its own each) and the odd page shape.
+The default run keeps one library (TINY, which the wide-vocab TINY shares) and one case per kind
+of synchronisation: ``baseline`` (cooperative_groups grid barriers), ``fused_ring`` (the weight
+ring behind grid barriers) and ``dataflow_splitk_o`` (no grid barrier: LL words, split-K
+accumulators, the units' records), with that variant's LM head over several tiles, a unit computed
+by warps, and the trap on accumulators left over. The rest are marked ``slow`` (``pytest -m slow``
+and the nightly CI job run them, docs/ci.md): the other variants, more positions and grid sizes per
+variant, the kernel's own grid barrier and each alternative tuning macro (a library of its own
+each), the odd page shape.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from pytest_gpuperf.numerics import assert_close
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C++ compiler for the CPU emulator")
 
 MAX_SEQ = 1152
+DEFAULT_VARIANTS = ("baseline", "fused_ring", "dataflow_splitk_o")  # one per kind of synchronisation
 
 
 def slow(*values: object, id: str | None = None) -> object:  # noqa: A002 (pytest.param's name)
@@ -40,20 +44,21 @@ def slow(*values: object, id: str | None = None) -> object:  # noqa: A002 (pytes
     ("variant", "blocks", "position", "own_grid_barrier"),
     [
         # 5 blocks: 2 attention units per kv head at position 70 (split + combine), head groups of 2.
-        # The default run takes every variant here and one case of each situation below.
-        *[(variant, 5, 70, False) for variant in VARIANTS],
+        # The default run takes baseline, fused_ring and dataflow_splitk_o here; the slow tier every
+        # variant and each situation below.
+        *[(variant, 5, 70, False) if variant in DEFAULT_VARIANTS else slow(variant, 5, 70, False) for variant in VARIANTS],
         # The kernel's own grid barrier (MK_OWN_GRID_BARRIER) in place of cooperative_groups.
-        ("fused", 5, 70, True),
+        slow("fused", 5, 70, True),
         # The fewest blocks (one per kv head) and the first position.
         slow("head_based", TINY.kv_heads, 0, False),
         slow("fused_prefetch", TINY.kv_heads, 0, False),
         # Past 1024 keys with 2 blocks: chunks capped at 1024, each block runs two units, one of
         # them the last of its head (combine, and in `fused` the current position's K/V write).
         slow("baseline", TINY.kv_heads, 1100, False),
-        ("fused", TINY.kv_heads, 1100, False),
+        slow("fused", TINY.kv_heads, 1100, False),
         # fused_stream: one key (preloaded unit); long units (attention_unit's path, stream
         # combine); 5 units per head merged by thread pairs; the own grid barrier.
-        ("fused_stream", TINY.kv_heads, 0, False),
+        slow("fused_stream", TINY.kv_heads, 0, False),
         slow("fused_stream", TINY.kv_heads, 1100, False),
         slow("fused_stream", 13, 300, False),
         slow("fused_stream", 5, 70, True),
@@ -61,7 +66,7 @@ def slow(*values: object, id: str | None = None) -> object:  # noqa: A002 (pytes
         # many times); the own grid barrier.
         slow("fused_ring", TINY.kv_heads, 0, False),
         slow("fused_ring", TINY.kv_heads, 1100, False),
-        ("fused_ring", 13, 300, False),
+        slow("fused_ring", 13, 300, False),
         slow("fused_ring", 5, 70, True),
         # dataflow (no grid barrier): the same cases as fused_ring.
         slow("dataflow", TINY.kv_heads, 0, False),
@@ -77,7 +82,7 @@ def slow(*values: object, id: str | None = None) -> object:  # noqa: A002 (pytes
         # (70 above; 6 at 700 on 24 blocks), chunks capped at 1024 keys (1100 on 2 blocks); groups of
         # 1, 2, 3, 6 and 12 blocks, the blocks past the groups without O rows. More units than merge
         # lanes: test_emulated_splitk_o_merge_lanes_take_several_units.
-        ("dataflow_splitk_o", TINY.kv_heads, 0, False),
+        slow("dataflow_splitk_o", TINY.kv_heads, 0, False),
         slow("dataflow_splitk_o", 13, 30, False),
         slow("dataflow_splitk_o", 7, 63, False),
         slow("dataflow_splitk_o", 7, 64, False),
@@ -97,11 +102,11 @@ WIDE_VOCAB = dataclasses.replace(TINY, name="tiny", vocab=9001)
 # The emulator libraries of the default run's cases, (config, own_grid_barrier, defines):
 # tests/prebuild.py builds them in the background while other tests run (tests/conftest.py).
 # (WIDE_VOCAB compiles to TINY's: the vocab is a run-time argument.)
-EMULATOR_LIBRARIES = ((TINY, False, ()), (TINY, True, ()))
+EMULATOR_LIBRARIES = ((TINY, False, ()),)
 
 
-# Default run: block_gemv's tiling (fused) and the stream's (dataflow_splitk_o).
-@pytest.mark.parametrize("variant", ["fused", slow("fused_stream"), slow("fused_ring"), slow("dataflow"),
+# Default run: the stream's tiling (dataflow_splitk_o); block_gemv's (fused) in the slow tier.
+@pytest.mark.parametrize("variant", [slow("fused"), slow("fused_stream"), slow("fused_ring"), slow("dataflow"),
                                      slow("dataflow_splitk"), "dataflow_splitk_o"])
 def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     check_emulated_step(WIDE_VOCAB, variant, TINY.kv_heads, 5, False)
@@ -111,9 +116,9 @@ def test_emulated_lm_head_over_several_tiles(variant: str) -> None:
     ("blocks", "defines"),
     [
         # Chunks are one LM-head page group (MK_LM_GROUP): 2 pages of 64 rows here, 71 chunks for 9001 rows.
-        # Default run: 13 blocks on the default build; the others need libraries of their own or 36 blocks.
+        # The claims on 2 blocks run in the default run's dataflow_splitk_o cases; these in the slow tier.
         slow(2, ("MK_LM_STATIC_CHUNKS=1",), id="two-blocks-claim"),  # 69 chunks claimed by 2 blocks; static rows shorter than the ring
-        pytest.param(13, (), id="thirteen-blocks-claim"),  # claims spread over 13 blocks, 2 static chunks each
+        slow(13, (), id="thirteen-blocks-claim"),          # claims spread over 13 blocks, 2 static chunks each
         slow(36, (), id="no-chunk-left"),                  # more static rows than the vocab: the last blocks have none
         slow(24, ("MK_LM_GROUP=3",), id="groups-of-3"),    # groups (and chunks) of 3 pages: again none left for the last
         slow(2, ("MK_LM_GROUP=1",), id="groups-of-1"),     # a page at a time
@@ -164,7 +169,7 @@ def test_emulated_splitk_o_pumping_layouts(defines: tuple[str, ...]) -> None:
     check_emulated_step(TINY, "dataflow_splitk_o", 24, 100, False, defines=defines)
 
 
-@pytest.mark.parametrize("position", [1, slow(100)])
+@pytest.mark.parametrize("position", [slow(1), slow(100)])
 def test_emulated_splitk_o_lighter_unit_blocks(position: int) -> None:
     """The blocks that run the units (2 at position 1, 4 at 100, under a quarter of 24 blocks) hand
     their QKV and gate/up/down rows to the others (light_split: with the tiny model's 64-row pages
@@ -175,9 +180,9 @@ def test_emulated_splitk_o_lighter_unit_blocks(position: int) -> None:
 
 @pytest.mark.parametrize(
     "position, defines",
-    [  # default run: the two cases on the default build; each other one needs a library of its own
+    [  # default run: one case on the default build; each other one needs a library of its own
         pytest.param(5, (), id="6-keys"),
-        pytest.param(70, (), id="64+7-keys"),
+        slow(70, (), id="64+7-keys"),
         slow(10, ("MK_UNIT_WARP_KEYS=16",), id="11-keys"),
         slow(30, ("MK_UNIT_WARP_KEYS=32",), id="31-keys-tile-threshold"),
         slow(5, ("MK_UNIT_WARP_KEYS=0",), id="warps-off"),
@@ -256,9 +261,9 @@ def test_emulated_ring_with_odd_page_rows(variant: str) -> None:
     check_emulated_step(ODD_PAGE_ROWS, variant, 5, 40, False)
 
 
-@pytest.mark.parametrize(  # default run: the default build; each other layout needs a library of its own
+@pytest.mark.parametrize(  # slow tier: four emulated steps each; the other layouts need a library of their own
     "defines",
-    [pytest.param((), id="default-two-copies-bulk"),
+    [slow((), id="default-two-copies-bulk"),
      slow(("MK_ACC_BULK=0", "MK_ACC_COPIES=3", "MK_ACC_STRIDE=2"), id="three-copies-strided-atomics"),
      slow(("MK_ACC_COPIES=1",), id="one-copy-bulk")],
 )

@@ -109,9 +109,8 @@ def test_target_shortfalls_are_per_gpu_model_and_position(monkeypatch: pytest.Mo
 
 
 def test_unsettled_shortfalls_are_not_strict_only_where_listed() -> None:
-    """Within the pool's spread of a target (an H200 on 2026-11-24: the peer speedup at p=200, 8.08x,
-    and the roofline at p = 100 / 200, 50.7 / 49.6%; another on 2026-11-27: the peer speedup at
-    p=1000, 7.99-8.00x) the xfail is not strict; the other positions and the H100's entry (its own
+    """Within the pool's spread of a target (on one H200 the peer speedup at p=200, 8.08x, and the
+    roofline at p = 100 / 200, 50.7 / 49.6%; on another the peer speedup at p=1000, 7.99-8.00x) the xfail is not strict; the other positions and the H100's entry (its own
     key, not "*") stay strict; every unsettled entry names a documented shortfall."""
     h200, h100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
     assert not family.shortfall_is_strict("sm90", h200, "hf_speedup", 200)

@@ -5,7 +5,7 @@ one runs the same eager step on the CPU wherever torch and transformers are inst
 neither, so it skips there). It checks what the peer's past failures broke: the write row and
 the mask following the step's position (transformers 5.x's StaticLayer counter), the rotary
 frequencies kept in float32, steps taken out of order, and that a step writes only its own cache
-row. It also pins down what a "relative L2 0.88" seen on an H200 (2026-11-22) was: not the peer, but "our" logits computed on a KV cache that earlier steps had written into.
+row. It also pins down what a "relative L2 0.88" once seen on an H200 was: not the peer, but "our" logits computed on a KV cache that earlier steps had written into.
 
 Measured on the CPU (torch 2.13, transformers 5.17 and 5.23): relative L2 0.006-0.008 on TINY;
 0.023 / 0.041 on the full model at positions 7 / 600 (HF_PEER_CPU_FULL=1 runs that, ~1 minute).
@@ -80,7 +80,7 @@ def test_tiny_step_writes_the_reference_kv_row(tiny: dict[str, Any], tiny_peer: 
 
 
 def test_stale_cache_is_another_function(tiny: dict[str, Any], tiny_peer: hf_peer.HFStaticCachePeer) -> None:
-    """The 0.88 of an H200 run (2026-11-22): the perf fixture compared the peer (fresh prefill) with our step on a KV
+    """The 0.88 of an H200 run: the perf fixture compared the peer (fresh prefill) with our step on a KV
     cache that earlier timed steps (TOKEN at positions 1, 10, ...) had written into. Logits from
     such a cache fail check_logits even though the peer is right, so 'ours' must be computed from
     the same prefill the peer gets."""

@@ -45,7 +45,7 @@ def buffers_for() -> Iterator[Callable[[PerfCase], DeviceBuffers]]:
 
 
 # A 1.7 us launch moves with the chip more than the default allows: with no code change the tiny
-# cases ran 2.7%, 4.7% and (on an H200, 2026-11-27) 7-8% slower than their baselines on other H200s,
+# cases ran 2.7%, 4.7% and (on one H200) 7-8% slower than their baselines on other H200s,
 # while the DRAM-sized cases stayed within 2.7%. A launch this short is bound by latency, which the
 # copy reference does not track, so their regression checks fail only beyond a 10% band; the
 # interleaved speedup gates and --gpu-perf-against are their precise checks.

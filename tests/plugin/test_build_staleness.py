@@ -4,6 +4,11 @@ extra), a shared library (its host function is called through ctypes) and a cubi
 Each case once gave a stale binary: a header in a sub-folder, in ``../``, found through an
 ``-I`` flag or through a symlinked folder; ``NVCC_APPEND_FLAGS``; another host compiler first
 on PATH.
+
+The shared library and the cubin are keyed the same way (compile/cache.py's build_key_fields,
+nvcc's identity, the headers ``nvcc -M`` lists), so the default run checks every case on the
+cubin (about 2 s of nvcc each) and one on the shared library; the slow tier (the nightly CI job)
+checks every case on both (about 5 s each).
 """
 from __future__ import annotations
 
@@ -84,7 +89,8 @@ def prepare(case: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Cud
     return module, change
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [case if case == "include_flag" else pytest.param(case, marks=pytest.mark.slow)
+                                  for case in CASES])
 def test_shared_library_is_rebuilt(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     module, change = prepare(case, tmp_path, monkeypatch)
 

@@ -351,7 +351,7 @@ def test_target_sees_only_the_profiled_gpu() -> None:
 
 @pytest.mark.parametrize(("value", "unit", "expected"), [(375680.0, "ns", 375.68e-6), (2.0, "us", 2e-6), (1.5, "ms", 1.5e-3)])
 def test_short_time_units_from_print_units_base(value: float, unit: str, expected: float) -> None:
-    """On an H200 (2026-11-22), `--print-units base` printed gpu__time_duration in "ns"."""
+    """On an H200, `--print-units base` printed gpu__time_duration in "ns"."""
     from pytest_gpuperf._counters.metrics import to_base_unit
 
     got, base = to_base_unit(value, unit)

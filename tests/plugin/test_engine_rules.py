@@ -11,7 +11,7 @@ from pytest_gpuperf._timing.cupy_backend import _batch_for, escaped_work
     [
         (5.0, 5.05, False),  # everything on the timing stream: the device drains with it
         (0.05, 0.12, False),  # a few tiny launches: synchronize overhead only
-        (0.3, 16.0, True),  # cuBLAS on another stream: the GEMM suite's bug on an H200, 2026-11-22
+        (0.3, 16.0, True),  # cuBLAS on another stream: the GEMM suite's bug on an H200
         (2.0, 3.5, True),  # half as much work again ran elsewhere
     ],
 )

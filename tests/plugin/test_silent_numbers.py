@@ -175,7 +175,7 @@ def test_the_run_waits_for_a_job_that_leaves(pytester: pytest.Pytester, fake_gpu
 def test_an_impossible_sample_under_load_is_contention_not_an_error(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None]
 ) -> None:
-    """Time-slicing with another job can push a cold-mode subtraction below zero (H100, 2026-11-27)."""
+    """Time-slicing with another job can push a cold-mode subtraction below zero (seen on an H100)."""
     fake_gpu(times={"k": 5e-6}, FAKE_OTHERS=BUSY, FAKE_INJECT=json.dumps({"k": [-7e-5]}))
     pytester.makepyfile(MEASURE_ONE)
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-quiet-wait=0", "-rs")

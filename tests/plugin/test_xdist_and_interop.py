@@ -90,10 +90,10 @@ def test_workers_sharing_a_gpu_run_its_tests_one_at_a_time(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     shared_gpu_project(pytester, fake_gpu, tmp_path_factory.mktemp("locks"))
-    result = pytester.runpytest_subprocess("-n", "4", "--gpu-perf")
+    result = pytester.runpytest_subprocess("-n", "2", "--gpu-perf")  # two workers show it; each more costs a start-up
     result.assert_outcomes(passed=12)
     result.stdout.fnmatch_lines(
-        ["gpu-perf: 4 xdist workers share 1 GPU(s): each test that uses a GPU holds it*--dist loadfile sets*"]
+        ["gpu-perf: 2 xdist workers share 1 GPU(s): each test that uses a GPU holds it*--dist loadfile sets*"]
     )
     gpu = spans(pytester, "gpu-")
     assert len({worker for worker, _, _ in gpu}) > 1, "the GPU tests should still be spread over the workers"
@@ -105,12 +105,12 @@ def test_gpu_tests_overlap_without_timing_or_with_a_gpu_per_worker(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     shared_gpu_project(pytester, fake_gpu, tmp_path_factory.mktemp("locks"))
-    untimed = pytester.runpytest_subprocess("-n", "4")
+    untimed = pytester.runpytest_subprocess("-n", "2")
     untimed.assert_outcomes(passed=8, skipped=4)
     assert "share 1 GPU" not in untimed.stdout.str()
     assert overlapping(spans(pytester, "gpu-device"))
-    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="4", GPU_PERF_LOCK_DIR=str(tmp_path_factory.mktemp("locks")))
-    one_each = pytester.runpytest_subprocess("-n", "4", "--gpu-perf")
+    fake_gpu(times={"k": 20e-6}, FAKE_GPU_COUNT="2", GPU_PERF_LOCK_DIR=str(tmp_path_factory.mktemp("locks")))
+    one_each = pytester.runpytest_subprocess("-n", "2", "--gpu-perf")
     one_each.assert_outcomes(passed=12)
     assert "share" not in one_each.stdout.str()
     assert overlapping(spans(pytester, "gpu-"))

@@ -157,8 +157,8 @@ def _fp32_sequential_sum(w_qkv: np.ndarray, h_in: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("shape", [QkvShape(171, 1, 1), QkvShape(255, 1, 1), QkvShape(600, 64, 8)], ids=str)
 def test_the_accumulation_check_takes_fp32_rounding_and_rejects_a_missing_term(shape: QkvShape) -> None:
     """The GPU check judges the error against |h_in| @ |w_qkv|.T: an output that cancels to near
-    zero keeps its partial sums' rounding (d_model=171: 1.5e-5 of the output, what an H100 gave on
-    2026-11-25) and still passes, while one term left out fails."""
+    zero keeps its partial sums' rounding (d_model=171: 1.5e-5 of the output, what an H100
+    gave) and still passes, while one term left out fails."""
     w_qkv, h_in = make_inputs(shape, 0)
     exact = reference(w_qkv, h_in)
     assert_fp32_accumulation(_fp32_sequential_sum(w_qkv, h_in), exact, w_qkv, h_in, "fp32")

@@ -96,7 +96,7 @@ def test_triton_kernel(gpu_perf: GpuPerf, size: str) -> None:
 def test_torch_compiled_function(gpu_perf: GpuPerf) -> None:
     # Far over L2, timed hot. At 1 << 22 elements (16 MiB in, a new 16 MiB out per call) the
     # outputs sit at the edge of an H100's L2, and where each capture placed them moved the time
-    # by -4.3% to +1.9% of torch's (H100s and H200s, 2026-11-27).
+    # by -4.3% to +1.9% of torch's (H100s and H200s).
     fn = torch.compile(lambda a: (a * 2.0 + 1.0).relu())
     x = torch.randn(TORCH_SIZES["50us"], device="cuda")
     fn(x)
