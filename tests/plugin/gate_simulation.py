@@ -155,7 +155,12 @@ def scenarios() -> list[Scenario]:
     """The scenarios whose rates the tests assert."""
     out = []
     for model in CLASSIC:
-        out += [Scenario(gate, truth, model) for gate in ("speedup", "regression") for truth in (1.0, 1.05)]
+        out += [Scenario("speedup", 1.0, model), Scenario("speedup", 1.05, model), Scenario("regression", 1.0, model)]
+        # A calibrated check's threshold is the 4% band, so its detection scenario is 8%. Under AR(1)
+        # 0.95 of each kernel's own, most such checks cannot establish it within the budget
+        # (INCONCLUSIVE): the requirement there is that it never passes.
+        slow_series = model == "AR(1) 0.95 per variant"
+        out += [Scenario("regression", 1.08, model, expect=NEVER_PASS if slow_series else "")]
     fast_levels, slow_levels = "own levels, dwell 0.05 s", "own levels, dwell 0.5 s"
     out += [Scenario("speedup", 1.0, fast_levels), Scenario("speedup", 1.08, fast_levels)]
     out += [Scenario("regression", 1.0, fast_levels)]
@@ -175,12 +180,14 @@ def scenarios() -> list[Scenario]:
 
 
 def reported_only() -> list[Scenario]:
-    """Printed in the table, not asserted (docs/statistics.md says why): levels that dwell about as
-    long as a run or longer, which no statistic of one run can tell from a change in the code, and
+    """Printed in the table, not asserted (docs/statistics.md says why): a 5% slowdown against a
+    calibrated check's 4% threshold, caught only where the interval is narrower than 1%; levels
+    that dwell about as long as a run or longer, which no statistic of one run can tell from a change in the code, and
     a regression check against a baseline recorded in another run under levels of each kernel's own
     (both runs' level noise adds up, so its interval is wider than 8% minus the band)."""
     fast, slow, slower = "own levels, dwell 0.05 s", "own levels, dwell 0.5 s", "own levels, dwell 2 s"
     return [
+        *(Scenario("regression", 1.05, model, expect=REPORTED) for model in ("iid 1%", "iid 3%", "AR(1) 0.95 per variant")),
         Scenario("regression", 1.08, fast, expect=REPORTED),
         Scenario("speedup", 1.08, slow, expect=REPORTED),
         Scenario("regression", 1.08, slow, expect=REPORTED),
@@ -208,6 +215,9 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+CHUNK = 50  # seeds per task, so that a few slow scenarios do not leave the other workers idle
+
+
 def _row(args: tuple[Scenario, int, int]) -> tuple[Scenario, Counter[Verdict]]:
     s, start, n = args
     return s, rates(s, range(start, start + n))
@@ -219,19 +229,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--start", type=int, default=100_000, help="first seed (the tests use 0..)")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
-    with ProcessPoolExecutor(args.workers) as pool:
-        results = list(pool.map(_row, [(s, args.start, args.seeds) for s in scenarios() + reported_only()]))
     print("| scenario | noise | asserted | FAIL | PASS | INCONCLUSIVE | FAIL rate, 95% Wilson interval |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for s, counts in results:
-        n = sum(counts.values())
-        fails = counts[Verdict.FAIL]
-        low, high = wilson(fails, n)
-        what, model = s.label.split(" | ")
-        print(
-            f"| {what} | {model} | {s.expectation} | {fails} | {counts[Verdict.PASS] + counts[Verdict.IMPROVED]} | "
-            f"{counts[Verdict.INCONCLUSIVE]} | {100 * fails / n:.2f}% [{100 * low:.2f}, {100 * high:.2f}] |"
-        )
+    print("| --- | --- | --- | --- | --- | --- | --- |", flush=True)
+    rows = scenarios() + reported_only()
+    chunks = [(s, start, min(CHUNK, args.start + args.seeds - start))
+              for s in rows for start in range(args.start, args.start + args.seeds, CHUNK)]
+    totals: dict[Scenario, Counter[Verdict]] = {s: Counter() for s in rows}
+    left = Counter(s for s, _, _ in chunks)
+    with ProcessPoolExecutor(args.workers) as pool:
+        for s, counts in pool.map(_row, chunks):  # in order: a row is printed once its last chunk is in
+            totals[s] += counts
+            left[s] -= 1
+            if left[s] == 0:
+                _print_row(s, totals[s])
+
+
+def _print_row(s: Scenario, counts: Counter[Verdict]) -> None:
+    n = sum(counts.values())
+    fails = counts[Verdict.FAIL]
+    low, high = wilson(fails, n)
+    what, model = s.label.split(" | ")
+    print(
+        f"| {what} | {model} | {s.expectation} | {fails} | {counts[Verdict.PASS] + counts[Verdict.IMPROVED]} | "
+        f"{counts[Verdict.INCONCLUSIVE]} | {100 * fails / n:.2f}% [{100 * low:.2f}, {100 * high:.2f}] |",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -4,10 +4,11 @@ Every scenario runs the real sampler and gates at the default settings. Each ass
 ``expectation`` says, with bounds chosen from the binomial distribution so that a gate meeting
 its requirement passes with probability above 99.9%:
 - A/A (no true change): FAIL at most 1% of the time;
-- a true slowdown (5% of a 10 us kernel; 8% under levels of each kernel's own): FAIL at least
-  95% of the time;
-- a true 8% slowdown on a machine that moves the kernel and its reference by different amounts:
-  never PASS.
+- a true slowdown of a 10 us kernel (5% for a speedup claim; 8% for a regression check, whose
+  calibrated threshold is the 4% band, and for a claim under levels of each kernel's own): FAIL at
+  least 95% of the time;
+- a true 8% slowdown on a machine that moves the kernel and its reference by different amounts,
+  or under AR(1) 0.95 of each kernel's own: never PASS.
 The default run asserts ``DEFAULT_TIER`` (an A/A scenario and, where the simulation has one, a
 detection scenario for each kind of noise a rule answers: iid, AR(1) 0.95, a kernel's own levels
 switching every 0.05 s and 0.5 s, a machine that moves kernel and reference differently) on
@@ -24,16 +25,19 @@ from scipy import stats
 from pytest_gpuperf import Verdict
 from tests.plugin.gate_simulation import AA, CATCH, NEVER_PASS, Scenario, rates, scenarios
 
-SEEDS = 100
+SEEDS = 200
 SLOW_SEEDS = 2_000
 CHECKED = [s for s in scenarios() if s.calibrate or s.gate == "speedup"]
 DEFAULT_TIER = {
     "speedup A/A | iid 1%",
-    "regression +5% code | iid 1%",
-    "regression A/A | AR(1) 0.95 per variant",
+    "regression A/A | iid 1%",
+    "regression +8% code | iid 1%",
+    "speedup A/A | AR(1) 0.95 per variant",
     "speedup +5% code | AR(1) 0.95 per variant",
+    "regression A/A | AR(1) 0.95 per variant",
     "speedup A/A | own levels, dwell 0.05 s",
     "speedup +8% code | own levels, dwell 0.05 s",
+    "speedup A/A | own levels, dwell 0.5 s",
     "regression A/A | own levels, dwell 0.5 s",  # no detection scenario at this dwell
     "regression A/A, kernel +4.7% reference +1.5% | iid 1%",
     "regression +8% code, kernel +1.5% reference +4.7% | iid 1%",
