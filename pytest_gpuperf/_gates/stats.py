@@ -6,7 +6,7 @@ correlated (lag-1 correlation up to 0.96 was measured on power-capped H100 GEMMs
 therefore judges a *batch-means* estimate (``batch_estimate``): the series of log-times (or of
 per-round log-ratios) is cut into ``BATCHES`` consecutive batches; the estimate is the mean of
 the batch medians, and its standard error their standard deviation over sqrt(BATCHES), widened
-by sqrt(1 + 2 tau / batch length) for what correlation remains between neighbouring batches, with a
+by sqrt(1 + tau / batch length) for what correlation remains between neighbouring batches, with a
 Student t interval on BATCHES - 1 degrees of freedom. ``Estimate.independent`` says whether the
 batches may decide a gate: each batch spans at least ``BATCH_FACTOR`` integrated autocorrelation
 times tau (estimated directly from the series, ``integrated_time``), and the batch medians pass
@@ -55,7 +55,6 @@ def _exp(x: float) -> float:
 
 BATCHES = 10  # consecutive batches of one series
 BATCH_FACTOR = 2.0  # a batch must span this many integrated autocorrelation times to decide
-INFLATION_FACTOR = 2.0  # the standard error is widened by sqrt(1 + INFLATION_FACTOR * tau / batch length)
 MIN_BATCH = 2  # samples per batch below which no batch estimate is made
 SERIAL_ALPHA = 0.01  # von Neumann's test on the batch medians: below this p, the level moved
 
@@ -89,14 +88,12 @@ class Estimate:
 
     @property
     def inflation(self) -> float:
-        """What the standard error is multiplied by: sqrt(1 + 2 tau / batch length) (1 for
-        independent values). Neighbouring batches share about tau / (2 x batch length) of their
-        variance, which the spread of the batch medians does not show, and tau read from one
-        short series runs low (for AR(1) 0.95 over a few hundred rounds, by up to half): the
-        factor covers both."""
+        """What the standard error is multiplied by: sqrt(1 + tau / batch length). Neighbouring
+        batches share about tau / (2 x batch length) of their variance, which the spread of
+        the batch medians does not show; the factor covers it (1 for independent values)."""
         if self.batch_size <= 0 or self.tau <= 0:
             return 1.0
-        return math.sqrt(1.0 + INFLATION_FACTOR * self.tau / self.batch_size)
+        return math.sqrt(1.0 + self.tau / self.batch_size)
 
     def interval(self, confidence: float) -> Interval:
         """The estimate and its interval on the original (exp) scale, widened by ``inflation``."""
