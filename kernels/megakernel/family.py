@@ -83,8 +83,8 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = MARGINS.table()
 # 51.9 / 50.8% of the roofline at p = 1 / 10 / 50 / 100 / 200 (0.533 ms/token at p=1) and 8.88x /
 # 8.11x / 7.76x the peer at p = 1 / 200 / 1000; the H100 meets the roofline (63.7-67.0%) and
 # reaches 7.86x / 7.29x / 6.87x. TARGET_SHORTFALLS says so and keeps the tests honest.
-MIN_ROOFLINE_FRACTION: dict[str, float | None] = {"sm90": 0.5}  # issue 5 target on H100/H200
-MIN_SPEEDUP_VS_HF: dict[str, float | None] = {"sm90": 8.0}  # issue 5 target on H100/H200
+MIN_ROOFLINE_FRACTION: dict[str, float | None] = {"sm_90": 0.5}  # issue 5 target on H100/H200
+MIN_SPEEDUP_VS_HF: dict[str, float | None] = {"sm_90": 8.0}  # issue 5 target on H100/H200
 
 # Absolute targets this kernel does not reach yet: architecture -> target -> GPU model (the
 # device name NVML reports; "*" for any other model of the architecture) -> (the positions where
@@ -95,7 +95,7 @@ MIN_SPEEDUP_VS_HF: dict[str, float | None] = {"sm90": 8.0}  # issue 5 target on 
 # same kernel reaches a larger fraction of its roofline there.
 Shortfall = tuple[tuple[int, ...] | None, str]
 TARGET_SHORTFALLS: dict[str, dict[str, dict[str, Shortfall]]] = {
-    "sm90": {
+    "sm_90": {
         "roofline": {
             # The H200 meets it at p = 1, 10 and 50 (54.2 / 53.6 / 53.1%): ordinary gates there.
             "NVIDIA H200": ((100, 200), "H200 2026-11-25 (commit c04d749): best variant dataflow_splitk_o "
@@ -123,7 +123,7 @@ TARGET_SHORTFALLS: dict[str, dict[str, dict[str, Shortfall]]] = {
 # pool) would be honest. There the xfail is not strict: an XPASS is reported, not failed. arch ->
 # target -> the TARGET_SHORTFALLS key of the model -> positions.
 UNSETTLED_SHORTFALLS: dict[str, dict[str, dict[str, tuple[int, ...]]]] = {
-    "sm90": {
+    "sm_90": {
         # Eight perf runs on H200s on 2026-11-25: 50.8-52.2% at p=100 and 49.4-50.9% at p=200, inside
         # the pool's spread (A/B runs put the same code 1.6% apart across H200s, perf runs 2.5%; one
         # run's peer test timed the same step 1.4% faster than its roofline test).
