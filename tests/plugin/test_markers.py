@@ -117,6 +117,13 @@ def test_markers_are_registered(pytester: pytest.Pytester) -> None:
         ('@pytest.mark.gpu_arch("sm_99")', "*compute capability 9.9 does not exist*"),
         ("@pytest.mark.sm90(exactly=True)", "*sm90 got unknown keyword(s)*exactly*only exact= is accepted*"),
         ("@pytest.mark.sm90(exact='yes')", "*exact=...) must be True or False*"),
+        ("@pytest.mark.sm95", "*@pytest.mark.sm95 is not an architecture marker: the known ones are @pytest.mark.sm80 "
+                              "and @pytest.mark.sm90*compute capability 9.5 does not exist*gpu_arch('sm_89')*"),
+        ("@pytest.mark.sm_95", "*@pytest.mark.sm_95 is not an architecture marker*@pytest.mark.sm80 and "
+                               "@pytest.mark.sm90*"),
+        ("@pytest.mark.sm_90", "*@pytest.mark.sm_90 is not an architecture marker*for sm_90 write @pytest.mark.sm90 "
+                               "or @pytest.mark.gpu_arch('sm_90')*"),
+        ("@pytest.mark.sm89", "*not an architecture marker*for sm_89 write @pytest.mark.gpu_arch('sm_89')*"),
         ("@pytest.mark.gpu_perf(tolerence=0.1)", "*unknown keyword 'tolerence'*expected one of*tolerance*"),
         ("@pytest.mark.gpu_perf(tolerance=2)", "*invalid value 2 for gpu_perf_tolerance from @pytest.mark.gpu_perf on*"),
         ("@pytest.mark.gpu_perf_for(tolerance=0.1)", "*gpu_perf_for takes one pattern of baseline folder names*"),
