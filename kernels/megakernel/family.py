@@ -73,8 +73,8 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = MARGINS.table()
 # positions <= 200, and >= 8x faster than Hugging Face transformers with a static cache in a CUDA
 # graph. README.md's targets table says where each GPU model stands; TARGET_SHORTFALLS says where
 # one falls short, and keeps the tests honest there.
-MIN_ROOFLINE_FRACTION: dict[str, float | None] = {"sm90": 0.5}  # issue 5 target on H100/H200
-MIN_SPEEDUP_VS_HF: dict[str, float | None] = {"sm90": 8.0}  # issue 5 target on H100/H200
+MIN_ROOFLINE_FRACTION: dict[str, float | None] = {"sm_90": 0.5}  # issue 5 target on H100/H200
+MIN_SPEEDUP_VS_HF: dict[str, float | None] = {"sm_90": 8.0}  # issue 5 target on H100/H200
 
 # Absolute targets this kernel does not reach yet: architecture -> target -> GPU model (the
 # device name NVML reports; "*" for any other model of the architecture) -> (the positions where
@@ -85,7 +85,7 @@ MIN_SPEEDUP_VS_HF: dict[str, float | None] = {"sm90": 8.0}  # issue 5 target on 
 # same kernel reaches a larger fraction of its roofline there.
 Shortfall = tuple[tuple[int, ...] | None, str]
 TARGET_SHORTFALLS: dict[str, dict[str, dict[str, Shortfall]]] = {
-    "sm90": {
+    "sm_90": {
         "roofline": {
             # The H200 meets it at p = 1, 10 and 50 (54.2 / 53.6 / 53.1%): ordinary gates there.
             "NVIDIA H200": ((100, 200), "H200 2026-11-25 (commit c04d749): best variant dataflow_splitk_o "
@@ -113,7 +113,7 @@ TARGET_SHORTFALLS: dict[str, dict[str, dict[str, Shortfall]]] = {
 # pool) would be honest. There the xfail is not strict: an XPASS is reported, not failed. arch ->
 # target -> the TARGET_SHORTFALLS key of the model -> positions.
 UNSETTLED_SHORTFALLS: dict[str, dict[str, dict[str, tuple[int, ...]]]] = {
-    "sm90": {
+    "sm_90": {
         # Over the H200 perf runs of the current kernel, p=100 and p=200 land on both sides of 50%
         # (README.md's targets table), inside the pool's spread: A/B runs put the same code 1.6%
         # apart across H200s, perf runs 2.5%, and one run's peer test timed the same step 1.4%

@@ -55,7 +55,7 @@ SPEEDUP_MARGINS: dict[str, dict[str, float | None]] = MARGINS.table()
 # 64 (32 warps), strip WPT 4 79 (24 warps in 8-warp blocks), strip* WPT 16 197-206 (8 warps in
 # 4-warp blocks).
 BEST_CONFIGS: dict[str, dict[str, LaunchConfig]] = {
-    "sm90": {
+    "sm_90": {
         # 371.44 us [370.18, 371.80]; every launch with 8+ warps per SM is within 3.1% (371-383 us).
         "qkv_base/layer0": LaunchConfig(warps_per_block=8, blocks_per_sm=4),
         # 9369.86 us [9368.67, 9370.85] (the default launch); 8+ warps per SM: 9370-9712 us.

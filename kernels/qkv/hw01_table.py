@@ -97,18 +97,24 @@ def _arch() -> str:
         raise CountersUnavailable(str(exc)) from None
 
 
+def _arch_key(text: str) -> str:
+    """nvcc's spelling, the one BEST_CONFIGS is keyed by: ``sm_90`` for ``sm_90`` or ``sm90``."""
+    text = text.strip().lower()
+    return "sm_" + text[2:] if text.startswith("sm") and text[2:3].isdigit() else text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="hw01 counter table for the qkv kernels (needs ncu and a GPU)")
     parser.add_argument("--out", type=Path, help="write all metrics and derived columns as JSON here")
     parser.add_argument("--configs", default="best,default", help="comma-separated: best, default (default: both)")
-    parser.add_argument("--arch", help="architecture key for BEST_CONFIGS (default: GPU 0's, e.g. sm90)")
+    parser.add_argument("--arch", help="architecture key for BEST_CONFIGS (default: GPU 0's, e.g. sm_90; sm90 is read as sm_90)")
     ns = parser.parse_args(argv)
     configs = [c.strip() for c in ns.configs.split(",") if c.strip()]
     if not configs or any(c not in ("best", "default") for c in configs):
         parser.error("--configs: expected a comma-separated list of best, default")
     started = time.monotonic()
     try:
-        arch = ns.arch or _arch()
+        arch = _arch_key(ns.arch) if ns.arch else _arch()
         planned = plan(arch, configs)
         cases = [c for _, c in planned]
         results = profile_launches(TARGET, {"cases": cases}, kernel_regex=KERNEL_REGEX, launch_count=len(cases))

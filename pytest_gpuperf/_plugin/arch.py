@@ -25,6 +25,8 @@ KNOWN_CAPABILITIES = frozenset(
     | {(8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 1), (10, 3), (11, 0), (12, 0), (12, 1)}
 )
 _ARCH_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{1,2})(?:\.(\d))?(\d)?([af]?)$")
+# A marker named like an architecture ("sm95", "sm_90", "sm_90a"): one of SHORTHAND_MARKERS or a mistake.
+_ARCH_MARKER_RE = re.compile(r"^sm_?\d+[af]?$")
 
 MARKER_HELP = {
     "sm80": "sm80(exact=False): needs compute capability at least 8.0 (exact=True: 8.x only); skipped elsewhere",
@@ -89,10 +91,32 @@ def _exact(mark: pytest.Mark, where: str) -> bool:
     return value
 
 
+def _unknown_marker(name: str, where: str) -> GpuPerfUsageError:
+    """A marker named like an architecture that is none of SHORTHAND_MARKERS: without
+    --strict-markers pytest only warns, and the test would run on every GPU."""
+    known = " and ".join(f"@pytest.mark.{m}" for m in SHORTHAND_MARKERS)
+    try:
+        (major, minor), exact = parse_arch(name)
+    except ValueError as exc:
+        hint = f"{exc}; for another architecture write @pytest.mark.{GENERIC_MARKER}('sm_89')"
+    else:
+        arch = f"sm_{major}{minor}" + ("a" if exact else "")
+        shorthand = next((m for m, cc in SHORTHAND_MARKERS.items() if cc == (major, minor) and not exact), None)
+        hint = f"for {arch} write " + (f"@pytest.mark.{shorthand} or " if shorthand else "")
+        hint += f"@pytest.mark.{GENERIC_MARKER}({arch!r})"
+    return GpuPerfUsageError(
+        f"{where}: @pytest.mark.{name} is not an architecture marker: the known ones are {known} "
+        f"(compute capability at least 8.0 / 9.0) and @pytest.mark.{GENERIC_MARKER}(arch); {hint}"
+    )
+
+
 def requirements(item: pytest.Item) -> list[ArchRequirement]:
-    """Every architecture requirement the test's markers state (all must hold)."""
+    """Every architecture requirement the test's markers state (all must hold). A marker named
+    like an architecture but not one of SHORTHAND_MARKERS (``sm95``, ``sm_90``) is an error."""
     reqs: list[ArchRequirement] = []
     for mark in item.iter_markers():
+        if mark.name not in SHORTHAND_MARKERS and _ARCH_MARKER_RE.match(mark.name):
+            raise _unknown_marker(mark.name, item.nodeid)
         if mark.name in SHORTHAND_MARKERS:
             if mark.args:
                 raise GpuPerfUsageError(f"{item.nodeid}: @pytest.mark.{mark.name} takes no positional arguments")

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from pytest_gpuperf._report import markdown as md
 from pytest_gpuperf._report.records import ComparisonRecord, MeasurementRecord, Record
-from pytest_gpuperf._report.summary import fmt_time, summary_rows
+from pytest_gpuperf._report.summary import VERDICT_LEGEND, fmt_time, summary_rows
 from pytest_gpuperf._report.table import markdown_table, text_table
 from pytest_gpuperf._report.undecided import OPTION, blind_lines, groups, undecided, workflow_commands
 
@@ -102,7 +102,10 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
         out += ["", heading(title.replace(OPTION + "=fail", f"`{OPTION}=fail`") if markdown else title)]
         out += [f"- {md.code(e.where)}: {md.text(e.text, inline=True)}" if markdown else f"  {e.line}" for e in group]
     out.append("")
-    out += table(rows, right=(2,)) if len(rows) > 1 else ["No GPU measurements in this report."]
+    if len(rows) > 1:  # the legend after a blank line: in markdown, a line right under a table is a row of it
+        out += table(rows, right=(2,)) + ["", md.text(VERDICT_LEGEND) if markdown else f"  {VERDICT_LEGEND}"]
+    else:
+        out.append("No GPU measurements in this report.")
     if figures:
         out += ["", heading("Figures")] + table([["test", "figure", "value"]] + figures, right=(2,))
     if skipped:

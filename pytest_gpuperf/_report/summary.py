@@ -198,6 +198,17 @@ def baseline_delta(record: Mapping[str, Any]) -> str:
 
 
 # -- session summary ---------------------------------------------------------------
+# What summary_rows' last column holds, one line for under the table; each word is a Verdict.
+VERDICT_LEGEND = (
+    "verdict: on a row with a speedup, the claim's verdict / the baseline check's; elsewhere the baseline "
+    "check's. pass: the gate holds; fail: the whole interval lies on the failing side of the margin or threshold; "
+    "inconclusive: the run could not decide (the interval straddles it, or its batches were not independent); "
+    "improved: faster than the baseline beyond the threshold; measured: no gate applied (no margin, or no stored baseline); "
+    "contended: another process used the GPU, not judged; recorded: stored as the new baseline; "
+    "not recorded: the new baseline was refused"
+)
+
+
 def summary_rows(records: Iterable[Record]) -> list[list[str]]:
     """One row per measured variant: test, variant, median, CI, speedup vs required, Δ baseline, verdict."""
     records = list(records)

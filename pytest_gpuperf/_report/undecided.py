@@ -201,7 +201,8 @@ def _correlated(est: Mapping[str, Any] | None) -> str | None:
     size, needed, tau = _num(est.get("batch_size")), _num(est.get("needed_batch_size")), _num(est.get("tau"))
     if size is None or needed is None or size >= needed:
         return None
-    over = f"about {tau:.0f} rounds" if tau is not None else f"{needed / 2:g} rounds or more"
+    # tau explains the refusal only where it is over half a batch (a report may hold none, or 0)
+    over = f"about {tau:.1f} rounds" if tau is not None and 2 * tau > size else f"{needed / 2:g} rounds or more"
     return f"correlated batches: samples stay correlated over {over}, more than half of a {size:g}-round batch; no gate decides on them"
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,6 +48,16 @@ class MarginsFileError(GpuPerfError):
     """A margins file is unreadable, of another schema, or has a field of the wrong type."""
 
 
+_ARCH_RE = re.compile(r"^sm_?(\d{2,3}[af]?)$")
+
+
+def arch_key(text: str) -> str | None:
+    """An architecture in nvcc's spelling, the one margins are stored and looked up under:
+    ``"sm_90"`` for ``"sm_90"`` or the compact ``"sm90"``; None for text that is neither."""
+    m = _ARCH_RE.match(text.strip().lower())
+    return f"sm_{m.group(1)}" if m else None
+
+
 def margin_rule(low: float) -> float:
     """The margin the rule gives for the lowest lower end (or lowest value) ``low``.
 
@@ -58,7 +69,7 @@ def margin_rule(low: float) -> float:
 @dataclass(frozen=True)
 class Gpu:
     name: str  # as NVML reports it: "NVIDIA H100 80GB HBM3"
-    arch: str  # "sm90"
+    arch: str  # "sm_90"
 
     def to_json(self) -> dict[str, str]:
         return {"name": self.name, "arch": self.arch}
@@ -392,7 +403,7 @@ def measurements_of(report: Mapping[str, Any], path: str, commit: str | None = N
         if device_key not in runs:
             d = devices.get(device_key) or {}
             major, _, minor = str(d.get("compute_capability", "")).partition(".")
-            gpu = Gpu(str(d.get("name", device_key)), f"sm{major}{minor}")
+            gpu = Gpu(str(d.get("name", device_key)), f"sm_{major}{minor}")
             runs[device_key] = MarginRun(run_id(gpu, created, commit), gpu, created, commit, path)
         return runs[device_key]
 
@@ -439,7 +450,8 @@ def lowest_by_test(measured: Iterable[Measured]) -> dict[tuple[str, str, str], M
 
 # -- parsing -------------------------------------------------------------------------------------
 class _Reader:
-    """Raises MarginsFileError at the first field of the wrong type, naming it as ``margins.sm90.<key>.value``."""
+    """Raises MarginsFileError at the first field of the wrong type, naming it as ``margins.sm_90.<key>.value``.
+    Architectures are read in either spelling, ``sm_90`` or ``sm90``, and kept as ``sm_90``."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -469,9 +481,15 @@ class _Reader:
             raise self.fail(where, "a finite number or null", value)
         return number
 
+    def arch(self, value: Any, where: str) -> str:
+        key = arch_key(value) if isinstance(value, str) else None
+        if key is None:
+            raise self.fail(where, "an architecture such as 'sm_90' (or 'sm90')", value)
+        return key
+
     def gpu(self, value: Any, where: str) -> Gpu:
         d = self.obj(value, where)
-        return Gpu(self.text(d.get("name"), f"{where}.name"), self.text(d.get("arch"), f"{where}.arch"))
+        return Gpu(self.text(d.get("name"), f"{where}.name"), self.arch(d.get("arch"), f"{where}.arch"))
 
     def file(self, data: Any) -> MarginsFile:
         d = self.obj(data, "<top level>")
@@ -479,8 +497,11 @@ class _Reader:
             raise self.fail("schema", repr(SCHEMA), d.get("schema"))
         runs = {rid: self.run(rid, r, f"runs.{rid}") for rid, r in self.obj(d.get("runs", {}), "runs").items()}
         entries: dict[str, dict[str, MarginEntry]] = {}
-        for arch, table in self.obj(d.get("margins"), "margins").items():
-            at = f"margins.{arch}"
+        for name, table in self.obj(d.get("margins"), "margins").items():
+            at = f"margins.{name}"
+            arch = self.arch(name, at)
+            if arch in entries:
+                raise MarginsFileError(f"margins file {self.path}: {name!r} and another key both name {arch}")
             entries[arch] = {key: self.entry(arch, key, e, f"{at}.{key}") for key, e in self.obj(table, at).items()}
         return MarginsFile(
             self.path,

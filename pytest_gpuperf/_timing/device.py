@@ -37,16 +37,21 @@ class DeviceInfo:
 
     @property
     def arch(self) -> str:
-        """``"sm90"`` for compute capability 9.0: the key of per-architecture margins."""
+        """``"sm_90"`` for compute capability 9.0, nvcc's spelling: the key of per-architecture
+        margins and the form every message shows."""
         major, minor = self.compute_capability
-        return f"sm{major}{minor}"
+        return f"sm_{major}{minor}"
 
     @property
     def key(self) -> str:
-        """Baseline fingerprint, e.g. ``nvidia-h200-sm90-132sm-140gib``."""
+        """Baseline fingerprint, e.g. ``nvidia-h200-sm90-132sm-140gib``.
+
+        The architecture is spelled compactly here (``sm90``, not ``arch``'s ``sm_90``) and on
+        purpose: the key names the folders of stored baselines and evidence, so it must not change."""
         slug = re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-") or "gpu"
         gib = round(self.memory_bytes / GIB)
-        return f"{slug}-{self.arch}-{self.sm_count}sm-{gib}gib"
+        major, minor = self.compute_capability
+        return f"{slug}-sm{major}{minor}-{self.sm_count}sm-{gib}gib"
 
     def describe(self) -> str:
         major, minor = self.compute_capability

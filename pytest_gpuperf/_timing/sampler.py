@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pytest_gpuperf._gates.stats import (
+    BATCH_FACTOR,
     Estimate,
     Interval,
     LevelShift,
@@ -284,9 +285,11 @@ def _correlation_note(est: Estimate) -> str:
             f"to {math.exp(est.batch_high):.4g} and neighbouring batches are alike (von Neumann p={est.serial_p:.1e}), "
             "so their spread says nothing of another run; no gate decides on it"
         )
+    # tau may be shorter than a batch: a batch must span BATCH_FACTOR correlation times to decide.
     return (
-        f"samples stay correlated over about {est.tau:.0f} rounds, longer than the batches of {est.batch_size} "
-        "rounds; no gate decides on it (a longer --gpu-perf-budget gives longer batches)"
+        f"samples stay correlated over about {est.tau:.1f} rounds (their integrated autocorrelation time), so a "
+        f"batch must span {est.needed_batch_size} rounds ({BATCH_FACTOR:g}x that) to decide a gate and these "
+        f"batches are {est.batch_size}; no gate decides on it (a longer --gpu-perf-budget gives longer batches)"
     )
 
 

@@ -155,6 +155,6 @@ def test_tables_are_consistent() -> None:
 
 def test_sm90_margins_are_plausible() -> None:
     """Each measured margin is within reason (ungated comparisons: tests/families/test_contract.py)."""
-    for key, margin in SPEEDUP_MARGINS["sm90"].items():
+    for key, margin in SPEEDUP_MARGINS["sm_90"].items():
         assert margin is None or 0.5 < margin < 5.0, f"{key}: implausible margin {margin}"
 

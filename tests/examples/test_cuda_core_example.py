@@ -19,7 +19,7 @@ def kernel(gpuperf_device):
     cupy = pytest.importorskip("cupy")
     device = core.Device(gpuperf_device.ordinal)
     device.set_current()
-    program = core.Program(SOURCE, code_type="c++", options=core.ProgramOptions(arch=f"sm_{gpuperf_device.arch[2:]}"))
+    program = core.Program(SOURCE, code_type="c++", options=core.ProgramOptions(arch=gpuperf_device.arch))
     scale = program.compile("cubin").get_kernel("scale")
     x = cupy.random.default_rng(0).standard_normal(N, dtype=cupy.float32)
     y = cupy.empty_like(x)

@@ -80,9 +80,9 @@ def test_family_gates_name_known_variants() -> None:
     for fast, base in family.COMPARISONS.values():
         assert {fast, base} <= set(family.VARIANTS)
     expected_keys = {f"{c}@{p}" for c in family.COMPARISONS for p in family.GATE_POSITIONS}
-    assert set(family.SPEEDUP_MARGINS["sm90"]) == expected_keys
+    assert set(family.SPEEDUP_MARGINS["sm_90"]) == expected_keys
     for name in family.UNMEASURED_VARIANTS:  # an unmeasured variant has no measured margin
-        for key, margin in family.SPEEDUP_MARGINS["sm90"].items():
+        for key, margin in family.SPEEDUP_MARGINS["sm_90"].items():
             if key.startswith(f"{name}_vs_"):
                 assert margin is None, key
     assert set(family.GRID_SYNCS_PER_LAYER) == set(family.VARIANTS) == set(family.GROUP_BARRIERS_PER_LAYER)
@@ -95,17 +95,17 @@ def test_target_shortfalls_are_per_gpu_model_and_position(monkeypatch: pytest.Mo
     covers the H100 everywhere and every other sm90 model ("*") from p=200; an entry limited to
     some positions applies at those only."""
     h200, h100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
-    assert [p for p in family.ROOFLINE_POSITIONS if family.target_shortfall("sm90", h200, "roofline", p)] == [
+    assert [p for p in family.ROOFLINE_POSITIONS if family.target_shortfall("sm_90", h200, "roofline", p)] == [
         100, 200]
-    assert all(family.target_shortfall("sm90", h100, "roofline", p) is None for p in family.ROOFLINE_POSITIONS)
-    assert "8x" in family.target_shortfall("sm90", h100, "hf_speedup", 1)
-    assert family.target_shortfall("sm90", "NVIDIA GH200 480GB", "roofline", 1) is None
-    assert family.target_shortfall("sm90", h200, "hf_speedup", 1) is None
-    assert "8x" in family.target_shortfall("sm90", "NVIDIA GH200 480GB", "hf_speedup", 1000)
-    assert family.target_shortfall("sm80", h200, "roofline", 1) is None
-    monkeypatch.setitem(family.TARGET_SHORTFALLS["sm90"]["roofline"], h100, ((50, 200), "short at 50 and 200"))
-    assert family.target_shortfall("sm90", h100, "roofline", 10) is None
-    assert family.target_shortfall("sm90", h100, "roofline", 200) == "short at 50 and 200"
+    assert all(family.target_shortfall("sm_90", h100, "roofline", p) is None for p in family.ROOFLINE_POSITIONS)
+    assert "8x" in family.target_shortfall("sm_90", h100, "hf_speedup", 1)
+    assert family.target_shortfall("sm_90", "NVIDIA GH200 480GB", "roofline", 1) is None
+    assert family.target_shortfall("sm_90", h200, "hf_speedup", 1) is None
+    assert "8x" in family.target_shortfall("sm_90", "NVIDIA GH200 480GB", "hf_speedup", 1000)
+    assert family.target_shortfall("sm_80", h200, "roofline", 1) is None
+    monkeypatch.setitem(family.TARGET_SHORTFALLS["sm_90"]["roofline"], h100, ((50, 200), "short at 50 and 200"))
+    assert family.target_shortfall("sm_90", h100, "roofline", 10) is None
+    assert family.target_shortfall("sm_90", h100, "roofline", 200) == "short at 50 and 200"
 
 
 def test_unsettled_shortfalls_are_not_strict_only_where_listed() -> None:
@@ -113,14 +113,14 @@ def test_unsettled_shortfalls_are_not_strict_only_where_listed() -> None:
     roofline at p = 100 / 200, 50.7 / 49.6%; on another the peer speedup at p=1000, 7.99-8.00x) the xfail is not strict; the other positions and the H100's entry (its own
     key, not "*") stay strict; every unsettled entry names a documented shortfall."""
     h200, h100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
-    assert not family.shortfall_is_strict("sm90", h200, "hf_speedup", 200)
-    assert not family.shortfall_is_strict("sm90", h200, "hf_speedup", 1000)
-    assert family.shortfall_is_strict("sm90", h100, "hf_speedup", 200)
-    assert family.shortfall_is_strict("sm90", h100, "hf_speedup", 1000)
+    assert not family.shortfall_is_strict("sm_90", h200, "hf_speedup", 200)
+    assert not family.shortfall_is_strict("sm_90", h200, "hf_speedup", 1000)
+    assert family.shortfall_is_strict("sm_90", h100, "hf_speedup", 200)
+    assert family.shortfall_is_strict("sm_90", h100, "hf_speedup", 1000)
     for position in (100, 200):
-        assert not family.shortfall_is_strict("sm90", h200, "roofline", position)
-    assert family.shortfall_is_strict("sm90", h100, "hf_speedup", 1)
-    assert family.shortfall_is_strict("sm90", "NVIDIA GH200 480GB", "roofline", 100)
+        assert not family.shortfall_is_strict("sm_90", h200, "roofline", position)
+    assert family.shortfall_is_strict("sm_90", h100, "hf_speedup", 1)
+    assert family.shortfall_is_strict("sm_90", "NVIDIA GH200 480GB", "roofline", 100)
     for arch, by_target in family.UNSETTLED_SHORTFALLS.items():
         for target, by_model in by_target.items():
             for key, positions in by_model.items():

@@ -284,6 +284,26 @@ def test_report_renders_a_saved_json_report(pytester: pytest.Pytester, fake_gpu:
     assert run(capsys, "report", str(archived), "--markdown") == (0, out, ""), "a gzipped report reads the same"
 
 
+def test_report_explains_its_verdict_column(capsys: pytest.CaptureFixture[str]) -> None:
+    """Under the table, after a blank line (in markdown a line right under a table is one of its
+    rows), a legend: a speedup row's verdict is the claim's, then the baseline check's, and each
+    word a verdict can be is explained."""
+    from pytest_gpuperf._gates.verdict import Verdict
+    from pytest_gpuperf._report.summary import VERDICT_LEGEND
+
+    assert "the claim's verdict / the baseline check's" in VERDICT_LEGEND
+    for verdict in Verdict:
+        assert f"; {verdict.value}: " in VERDICT_LEGEND or VERDICT_LEGEND.split(". ", 1)[1].startswith(f"{verdict.value}: ")
+    report = Path(__file__).parents[2] / "evidence" / "2026-11-27-h100-6a6c-gemm-aa.json.gz"
+    for fmt, row in (("--markdown", "| "), ("--text", "  test_")):
+        code, out, _ = run(capsys, "report", str(report), fmt)
+        lines = out.splitlines()
+        assert code == 0 and any("inconclusive/pass" in line for line in lines)
+        legend = next(i for i, line in enumerate(lines) if line.strip().startswith("verdict: on a row with a speedup"))
+        assert lines[legend - 1] == "" and lines[legend - 2].startswith(row) and "pass" in lines[legend - 2]
+        assert "inconclusive: the run could not decide" in lines[legend]
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [

@@ -245,7 +245,7 @@ def test_each_kind_of_undecided_check_says_why() -> None:
         "more than half a batch, or a level that moved): no gate decides on them",
         "t.py::test_shift: speedup claim a vs b, 1.1200x [1.1100, 1.1300] against the margin 1.1000x: level shift: the "
         "run's batches moved between 1.0000x and 1.2000x (a clock, power state or placement of one variant's own); no "
-        "gate decides on such a run; correlated batches: samples stay correlated over about 8 rounds, more than half "
+        "gate decides on such a run; correlated batches: samples stay correlated over about 7.6 rounds, more than half "
         "of a 4-round batch; no gate decides on them",
     ]
     assert [e.failed for e in entries] == [True, False, False, False, False]
@@ -253,6 +253,33 @@ def test_each_kind_of_undecided_check_says_why() -> None:
     assert all(e.failed for e in undecided(records, default_policy="fail"))
     assert workflow_commands(entries[:1], [])[0].startswith("::error title=gpu-perf inconclusive::t.py::test_rev::k: ")
     assert blind_lines(records) == []
+
+
+def test_a_correlation_reason_states_why_the_batches_cannot_decide() -> None:
+    """A batch must span 2 correlation times to decide: with tau 30 rounds and batches of 53 the
+    reason says so, not that 30 rounds are longer than 53 (or, of an older report's estimate,
+    that a lag-1 correlation of 0.00 kept the samples correlated)."""
+    from pytest_gpuperf._gates.stats import Estimate
+    from pytest_gpuperf._timing.sampler import _correlation_note
+
+    est = Estimate(0.0, 0.01, 9, 530, lag1=0.0, batch_size=53, needed_batch_size=60, tau=30.0)
+    assert not est.independent and not est.level_moved
+    assert _correlation_note(est) == (
+        "samples stay correlated over about 30.0 rounds (their integrated autocorrelation time), so a batch must "
+        "span 60 rounds (2x that) to decide a gate and these batches are 53; no gate decides on it (a longer "
+        "--gpu-perf-budget gives longer batches)"
+    )
+    claim = {"fast": "a", "baseline": "b", "speedup": 1.0, "ci_low": 0.9, "ci_high": 1.1, "at_least": 0.8,
+             "verdict": "inconclusive", "notes": []}
+    for estimate, over in [
+        ({"lag1": 0.0, "batch_size": 53, "needed_batch_size": 60, "tau": 30.0}, "about 30.0 rounds"),
+        ({"lag1": 0.0, "batch_size": 53, "needed_batch_size": 60, "tau": 0.0}, "30 rounds or more"),
+        ({"lag1": 0.0, "batch_size": 4, "needed_batch_size": 6}, "3 rounds or more"),  # a report without tau
+    ]:
+        (entry,) = undecided([{"kind": "comparison", "test": "t.py::test_c", "comparison": {**claim, "estimate": estimate}}])
+        assert entry.line.endswith(f"correlated batches: samples stay correlated over {over}, more than half of a "
+                                   f"{estimate['batch_size']}-round batch; no gate decides on them"), entry.line
+        assert "lag-1" not in entry.line
 
 
 def test_the_option_says_what_it_governs_and_what_each_value_does(pytester: pytest.Pytester) -> None:

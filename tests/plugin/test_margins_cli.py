@@ -41,7 +41,7 @@ def margins_file(path: Path, **entry: Any) -> Path:
     """A margins file with one entry for TEST, not yet measured."""
     e = {"test": TEST, "fast": "fast", "baseline": "slow", "value": None, **entry}
     path.write_text(json.dumps({"schema": "pytest-gpuperf/margins/1", "family": "fam", "runs": {},
-                                "margins": {"sm90": {"fast_vs_slow/big": e}}}))
+                                "margins": {"sm_90": {"fast_vs_slow/big": e}}}))
     return path
 
 
@@ -75,7 +75,7 @@ def test_a_file_is_derived_from_the_lowest_interval_and_written(tmp_path: Path, 
     code, out, _ = run(capsys, "margins", str(a), str(b), "--file", str(path), "--write")
     assert code == 0 and "1 entry derived from 2 report(s), 1 changed; written to" in out
     m = MarginsFile.read(path)
-    e = m.entries["sm90"]["fast_vs_slow/big"]
+    e = m.entries["sm_90"]["fast_vs_slow/big"]
     assert e.value == 1.04 and e.rule == RULE
     assert e.evidence is not None
     assert (e.evidence.gpu.name, e.evidence.date, e.evidence.commit, e.evidence.ci_low) == ("NVIDIA H200", "2026-11-26", "bbbbbbbbbb", 1.1)
@@ -93,11 +93,11 @@ def test_the_recorded_evidence_counts_unless_reset(tmp_path: Path, capsys: pytes
     higher = report(tmp_path / "high.json", H200, 1.50)
     code, out, _ = run(capsys, "margins", str(higher), "--file", str(path), "--write")
     assert code == 0 and ", 0 changed;" in out
-    e = MarginsFile.read(path).entries["sm90"]["fast_vs_slow/big"]
+    e = MarginsFile.read(path).entries["sm_90"]["fast_vs_slow/big"]
     assert e.value == 1.04 and len(e.over) == 2  # the lower interval recorded before still sets it
     run(capsys, "margins", str(higher), "--file", str(path), "--write", "--reset")
     m = MarginsFile.read(path)
-    assert m.entries["sm90"]["fast_vs_slow/big"].value == margin_rule(1.50) and len(m.runs) == 1
+    assert m.entries["sm_90"]["fast_vs_slow/big"].value == margin_rule(1.50) and len(m.runs) == 1
 
 
 def test_only_updates_the_matching_entries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,25 +105,25 @@ def test_only_updates_the_matching_entries(tmp_path: Path, capsys: pytest.Captur
     code, out, _ = run(capsys, "margins", str(report(tmp_path / "a.json", H100, 1.2)), "--file", str(path),
                        "--only", "other_*", "--write")
     assert code == 0 and "no entry of the file was measured" in out
-    assert MarginsFile.read(path).entries["sm90"]["fast_vs_slow/big"].value is None
+    assert MarginsFile.read(path).entries["sm_90"]["fast_vs_slow/big"].value is None
 
 
 def test_another_architectures_run_is_not_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = margins_file(tmp_path / "margins.json")
     run(capsys, "margins", str(report(tmp_path / "a.json", A100, 0.5)), "--file", str(path), "--write")
-    assert MarginsFile.read(path).entries["sm90"]["fast_vs_slow/big"].value is None
+    assert MarginsFile.read(path).entries["sm_90"]["fast_vs_slow/big"].value is None
 
 
 def test_a_figure_floor_takes_the_lowest_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "margins.json"
-    path.write_text(json.dumps({"schema": "pytest-gpuperf/margins/1", "family": "fam", "runs": {}, "margins": {"sm90": {
+    path.write_text(json.dumps({"schema": "pytest-gpuperf/margins/1", "family": "fam", "runs": {}, "margins": {"sm_90": {
         "bandwidth/big": {"test": TEST, "figure": "bandwidth_fraction", "value": None}}}}))
     a = report(tmp_path / "a.json", H100, 1.2, figure=0.91)
     b = report(tmp_path / "b.json", H200, 1.2, figure=0.836)
     assert run(capsys, "margins", str(a), str(b), "--file", str(path), "--write")[0] == 0
     m = MarginsFile.read(path)
-    assert m.table(figure="bandwidth_fraction") == {"sm90": {"bandwidth/big": 0.79}}
-    assert m.table() == {"sm90": {}} and m.problems() == []
+    assert m.table(figure="bandwidth_fraction") == {"sm_90": {"bandwidth/big": 0.79}}
+    assert m.table() == {"sm_90": {}} and m.problems() == []
 
 
 def test_a_run_without_a_commit_is_named_by_its_time_and_flagged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -143,7 +143,7 @@ def test_a_hand_edited_margin_fails_the_check(tmp_path: Path, capsys: pytest.Cap
     path = margins_file(tmp_path / "margins.json")
     run(capsys, "margins", str(report(tmp_path / "a.json", H100, 1.2)), "--file", str(path), "--write")
     data = json.loads(path.read_text())
-    data["margins"]["sm90"]["fast_vs_slow/big"]["value"] = 1.2
+    data["margins"]["sm_90"]["fast_vs_slow/big"]["value"] = 1.2
     path.write_text(json.dumps(data))
     code, out, _ = run(capsys, "margins", "--file", str(path))
     assert code == 1 and "ERROR" in out and "margin 1.2 but the rule gives 1.14" in out
@@ -153,7 +153,7 @@ def test_an_ungated_entry_needs_a_reason(tmp_path: Path) -> None:
     m = MarginsFile.read(margins_file(tmp_path / "margins.json"))
     assert any("no reason" in p for p in m.problems())
     m = MarginsFile.read(margins_file(tmp_path / "margins.json", reason="cuBLAS' time is not stable on this GPU"))
-    assert m.problems() == [] and m.ungated() == {"sm90": {"fast_vs_slow/big": "cuBLAS' time is not stable on this GPU"}}
+    assert m.problems() == [] and m.ungated() == {"sm_90": {"fast_vs_slow/big": "cuBLAS' time is not stable on this GPU"}}
 
 
 @pytest.mark.parametrize("args", [["--write"], [], ["--only", "x"]])
@@ -165,9 +165,9 @@ def test_arguments_that_do_not_fit_are_usage_errors(args: list[str], capsys: pyt
 
 @pytest.mark.parametrize("edit, field", [
     (lambda d: d.update(schema="pytest-gpuperf/margins/0"), "'schema'"),
-    (lambda d: d["margins"]["sm90"]["fast_vs_slow/big"].update(value="1.04"), "'margins.sm90.fast_vs_slow/big.value'"),
-    (lambda d: d["margins"]["sm90"]["fast_vs_slow/big"].pop("test"), "'margins.sm90.fast_vs_slow/big.test'"),
-    (lambda d: d["margins"]["sm90"]["fast_vs_slow/big"].update(over="run"), "'margins.sm90.fast_vs_slow/big.over'"),
+    (lambda d: d["margins"]["sm_90"]["fast_vs_slow/big"].update(value="1.04"), "'margins.sm_90.fast_vs_slow/big.value'"),
+    (lambda d: d["margins"]["sm_90"]["fast_vs_slow/big"].pop("test"), "'margins.sm_90.fast_vs_slow/big.test'"),
+    (lambda d: d["margins"]["sm_90"]["fast_vs_slow/big"].update(over="run"), "'margins.sm_90.fast_vs_slow/big.over'"),
 ])
 def test_a_bad_file_is_one_line_naming_the_field(edit: Any, field: str, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,13 +181,42 @@ def test_a_bad_file_is_one_line_naming_the_field(edit: Any, field: str, tmp_path
 
 
 def test_run_ids_name_the_date_the_model_and_the_commit() -> None:
-    assert run_id(Gpu("NVIDIA H100 80GB HBM3", "sm90"), "2026-11-25T13:19:32+00:00", "1cefded4641f") == "2026-11-25-h100-1cefded"
-    assert run_id(Gpu("NVIDIA GeForce RTX 4090", "sm89"), "2026-11-25T13:19:32+00:00", None) == "2026-11-25-4090-1319"
+    assert run_id(Gpu("NVIDIA H100 80GB HBM3", "sm_90"), "2026-11-25T13:19:32+00:00", "1cefded4641f") == "2026-11-25-h100-1cefded"
+    assert run_id(Gpu("NVIDIA GeForce RTX 4090", "sm_89"), "2026-11-25T13:19:32+00:00", None) == "2026-11-25-4090-1319"
 
 
 def test_the_file_is_written_readably_and_reads_back_the_same(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = margins_file(tmp_path / "margins.json")
     run(capsys, "margins", str(report(tmp_path / "a.json", H100, 1.2)), "--file", str(path), "--write")
     text = path.read_text()
-    assert '"gpu": {"name": "NVIDIA H100 80GB HBM3", "arch": "sm90"}' in text
+    assert '"gpu": {"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90"}' in text
     assert MarginsFile.read(path).dumps() == text
+
+
+def test_the_compact_spelling_of_an_architecture_is_read_as_nvccs(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A file written before margins were keyed "sm_90" says "sm90": read as "sm_90", written back so."""
+    path = margins_file(tmp_path / "margins.json")
+    run(capsys, "margins", str(report(tmp_path / "a.json", H100, 1.2)), "--file", str(path), "--write")
+    written = path.read_text()
+    path.write_text(written.replace('"sm_90"', '"sm90"'))
+    m = MarginsFile.read(path)
+    assert list(m.entries) == ["sm_90"] and {r.gpu.arch for r in m.runs.values()} == {"sm_90"}
+    assert m.table() == {"sm_90": {"fast_vs_slow/big": margin_rule(1.2)}} and m.problems() == []
+    assert m.dumps() == written
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d["margins"].update(hopper=d["margins"].pop("sm_90")), "'margins.hopper' must be an architecture"),
+    (lambda d: d["margins"].update(sm90=d["margins"]["sm_90"]), "'sm90' and another key both name sm_90"),
+    (lambda d: next(iter(d["runs"].values()))["gpu"].update(arch="9.0"), ".gpu.arch' must be an architecture"),
+])
+def test_an_architecture_in_neither_spelling_or_both_is_an_error(edit: Any, field: str, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = margins_file(tmp_path / "margins.json")
+    run(capsys, "margins", str(report(tmp_path / "a.json", H100, 1.2)), "--file", str(path), "--write")
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    code, out, err = run(capsys, "margins", "--file", str(path))
+    assert code == 1 and out == "" and field in err

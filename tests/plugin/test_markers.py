@@ -92,7 +92,7 @@ def test_perf_tests_skip_without_flag_naming_it(pytester: pytest.Pytester, fake_
             gpu_perf.measure(Variant("k", lambda: None))
 
         def test_correct(gpu):
-            assert gpu.arch == "sm90"
+            assert gpu.arch == "sm_90"
         """
     )
     result = pytester.runpytest("-rs")
@@ -117,6 +117,13 @@ def test_markers_are_registered(pytester: pytest.Pytester) -> None:
         ('@pytest.mark.gpu_arch("sm_99")', "*compute capability 9.9 does not exist*"),
         ("@pytest.mark.sm90(exactly=True)", "*sm90 got unknown keyword(s)*exactly*only exact= is accepted*"),
         ("@pytest.mark.sm90(exact='yes')", "*exact=...) must be True or False*"),
+        ("@pytest.mark.sm95", "*@pytest.mark.sm95 is not an architecture marker: the known ones are @pytest.mark.sm80 "
+                              "and @pytest.mark.sm90*compute capability 9.5 does not exist*gpu_arch('sm_89')*"),
+        ("@pytest.mark.sm_95", "*@pytest.mark.sm_95 is not an architecture marker*@pytest.mark.sm80 and "
+                               "@pytest.mark.sm90*"),
+        ("@pytest.mark.sm_90", "*@pytest.mark.sm_90 is not an architecture marker*for sm_90 write @pytest.mark.sm90 "
+                               "or @pytest.mark.gpu_arch('sm_90')*"),
+        ("@pytest.mark.sm89", "*not an architecture marker*for sm_89 write @pytest.mark.gpu_arch('sm_89')*"),
         ("@pytest.mark.gpu_perf(tolerence=0.1)", "*unknown keyword 'tolerence'*expected one of*tolerance*"),
         ("@pytest.mark.gpu_perf(tolerance=2)", "*invalid value 2 for gpu_perf_tolerance from @pytest.mark.gpu_perf on*"),
         ("@pytest.mark.gpu_perf_for(tolerance=0.1)", "*gpu_perf_for takes one pattern of baseline folder names*"),
@@ -134,6 +141,23 @@ def test_bad_markers_are_usage_errors_naming_the_test(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
     result.stderr.fnmatch_lines(["*test_marked*"])
+
+
+def test_the_device_spells_its_architecture_as_nvcc_and_keeps_its_baseline_key() -> None:
+    """``arch`` is nvcc's ``sm_90``; the key, which names the folders of stored baselines and
+    evidence, keeps the compact ``sm90`` it always had."""
+    from pytest_gpuperf.testing import fake_device
+
+    h100 = fake_device((9, 0), name="NVIDIA H100 80GB HBM3", memory_gib=79)
+    assert h100.arch == "sm_90"
+    assert h100.key == "nvidia-h100-80gb-hbm3-sm90-132sm-79gib"
+    h200 = fake_device((9, 0), name="NVIDIA H200", memory_gib=140)
+    assert (h200.arch, h200.key) == ("sm_90", "nvidia-h200-sm90-132sm-140gib")
+    for gpu in (h100, h200):
+        assert (Path(__file__).parents[2] / "baselines" / gpu.key).is_dir()
+    assert fake_device((10, 0), name="NVIDIA B200").arch == "sm_100"
+    assert fake_device((10, 0), name="NVIDIA B200").key.startswith("nvidia-b200-sm100-")
+    assert parse_arch(h100.arch) == ((9, 0), False)
 
 
 @pytest.mark.parametrize(

@@ -103,8 +103,8 @@ def test_roofline_counts_of_the_larger_layer() -> None:
 
 
 def test_unmeasured_architectures_do_not_gate() -> None:
-    assert margin("sm00", "qkv_base_w2_vs_qkv_base/layer0") is None
-    assert best_config("sm00", "qkv_strip_w2", "layer1") == LaunchConfig()
+    assert margin("sm_00", "qkv_base_w2_vs_qkv_base/layer0") is None
+    assert best_config("sm_00", "qkv_strip_w2", "layer1") == LaunchConfig()
 
 
 def test_every_gate_has_a_margin_entry_and_nothing_else() -> None:
@@ -124,8 +124,8 @@ def test_best_configs_name_real_variants_and_launchable_blocks() -> None:
             assert best_config(arch, variant, layer) is config
     # The measured launches the perf tests use on the H200 (family.py cites the sweep figures).
     expected = LaunchConfig(warps_per_block=8, blocks_per_sm=4, words_per_thread=4)
-    assert best_config("sm90", "qkv_strip_w2", "layer1") == expected
-    assert len(BEST_CONFIGS["sm90"]) == len(VARIANTS) * len(LAYERS)
+    assert best_config("sm_90", "qkv_strip_w2", "layer1") == expected
+    assert len(BEST_CONFIGS["sm_90"]) == len(VARIANTS) * len(LAYERS)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

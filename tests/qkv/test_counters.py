@@ -140,13 +140,13 @@ def test_ideal_traffic_is_one_read_and_one_write() -> None:
 
 
 def test_hw01_plan_covers_every_variant_and_layer_once_per_launch() -> None:
-    planned = plan("sm90", ["best", "default"])
+    planned = plan("sm_90", ["best", "default"])
     keys = [(c["variant"], c["layer"], which) for which, c in planned]
     assert len(keys) == len(set(keys))
     assert {(v, layer) for v, layer, _ in keys} == {(v, layer) for v in VARIANTS for layer in LAYERS}
     # qkv_base/layer1's best launch is the default one: profiled once
     assert [w for v, layer, w in keys if (v, layer) == ("qkv_base", "layer1")] == ["best"]
-    assert best_config("sm90", "qkv_base", "layer1") == LaunchConfig()
+    assert best_config("sm_90", "qkv_base", "layer1") == LaunchConfig()
     assert set(NOTE_ROWS) <= {(v, layer) for v in VARIANTS for layer in LAYERS}
     table = format_table([(f"{v} {layer}", {k: row.get(k) for k in ("SW", "t/us")}) for (v, layer), row in NOTE_ROWS.items()])
     assert "qkv_base_w2 layer1" in table and "1558" in table
