@@ -20,6 +20,8 @@ import pytest
 
 from tests.ci.rehearse import RehearsalError, Runner, evaluate, read_key_values, rehearse, substitute
 
+pytestmark = pytest.mark.build
+
 ROOT = Path(__file__).resolve().parents[2]
 CI = ROOT / ".github" / "workflows" / "ci.yml"
 FULL = os.environ.get("GPU_PERF_REHEARSE_FULL") == "1"

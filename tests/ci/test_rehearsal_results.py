@@ -22,6 +22,8 @@ import pytest
 from tests.ci.rehearse import Runner, StepResult, rehearse
 from tests.ci.test_rehearsal import ROOT, _checkout, _clone, _setup_python
 
+pytestmark = pytest.mark.build
+
 WORKFLOWS = ROOT / ".github" / "workflows"
 H200 = "nvidia-h200-sm90-132sm-140gib"
 SUITE_REPORT = ROOT / "evidence" / "2026-11-27-h200-b634-suite.json.gz"

@@ -221,10 +221,11 @@ def _contributing_commands() -> list[str]:
 
 def test_ci_runs_what_contributing_says() -> None:
     """.ci/run and the CPU job install and test as CONTRIBUTING.md tells a contributor to."""
-    install, test = _contributing_commands()
+    install, test, build = _contributing_commands()
     assert install.startswith("python -m pip install -e ") and test.startswith("python -m pytest")
+    assert build.startswith('python -m pytest -m "build and not slow"')
     run_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    for command in (install, test):
+    for command in (install, test, build):
         assert any(line.startswith(command) for line in run_lines), f".ci/run does not run {command!r}"
     ci = _load(WORKFLOWS / "ci.yml")
     assert {"push", "pull_request"} <= set(ci["on"])
@@ -232,6 +233,7 @@ def test_ci_runs_what_contributing_says() -> None:
     assert 'python -m pip install -e ".[test,compile]"' in cpu  # the lint extra: the lint job's install
     assert 'python -m pip install -e ".[lint]"' in _steps_text(ci["jobs"]["lint"])
     assert any(line.strip().startswith(test) for line in cpu.splitlines())
+    assert any(line.strip().startswith(build) for line in cpu.splitlines())
     gpu_job = ci["jobs"]["gpu-perf"]
     assert gpu_job["strategy"]["matrix"]["arch"] == ["sm80", "sm90"]
     assert gpu_job["runs-on"][:4] == ["self-hosted", "linux", "x64", "gpu"]
@@ -324,10 +326,11 @@ def test_the_nightly_job_runs_the_slow_tier_and_pushes_run_the_default_one() -> 
     assert "schedule" in condition and "push" not in condition and "pull_request" not in condition
     assert "-m slow" not in _steps_text(ci["jobs"]["tests"])
     pytest_ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
-    assert "-m 'not slow'" in pytest_ini["addopts"]
+    assert "-m 'not slow and not build'" in pytest_ini["addopts"]
     assert any(m.startswith("slow:") for m in pytest_ini["markers"])
     ci_run = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^python -m pytest -n auto\b", ci_run, re.M) and "-m slow" not in ci_run
+    assert any(m.startswith("build:") for m in pytest_ini["markers"])
 
 
 def test_the_nightly_gpu_job_adds_the_full_tier_and_pull_requests_do_not() -> None:

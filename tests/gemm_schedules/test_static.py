@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pytest_gpuperf import GpuStatic
 
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.build, pytest.mark.slow]
 
 
 @pytest.mark.parametrize(("module", "arch"), static_params(CUDA_MODULES))

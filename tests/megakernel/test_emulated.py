@@ -29,7 +29,7 @@ from kernels.megakernel.layout import DecodeBuffers, counter_slot, shared_bytes
 from kernels.megakernel.reference import ReferenceModel, bf16_bits_to_float, make_weights, random_kv_cache
 from pytest_gpuperf.numerics import assert_close
 
-pytestmark = pytest.mark.skipif(compiler() is None, reason="no C++ compiler for the CPU emulator")
+pytestmark = [pytest.mark.build, pytest.mark.skipif(compiler() is None, reason="no C++ compiler for the CPU emulator")]
 
 MAX_SEQ = 1152
 DEFAULT_VARIANTS = ("baseline", "fused_ring", "dataflow_splitk_o")  # one per kind of synchronisation

@@ -46,6 +46,7 @@ def test_a_shared_emulator_cache_is_refused_before_anything_is_loaded(
     assert "set MK_EMULATOR_CACHE" in str(info.value)
 
 
+@pytest.mark.build
 @pytest.mark.skipif(emulator.compiler() is None, reason="no C++ compiler for the CPU emulator")
 def test_the_library_comes_from_a_verified_entry() -> None:
     library = emulator.build_library(TINY)  # the default cache, which test_emulated.py fills too

@@ -15,6 +15,8 @@ import pytest
 from kernels.merge_attn_states.family import CUDA_MODULES
 from pytest_gpuperf import CudaModule, static_params
 
+pytestmark = pytest.mark.build
+
 if TYPE_CHECKING:
     from pytest_gpuperf import GpuStatic
 

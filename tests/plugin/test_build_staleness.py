@@ -24,6 +24,8 @@ from pytest_gpuperf._compile.nvcc import NvccNotFound, build_shared_library, fin
 from pytest_gpuperf._compile.cuda_module import CudaModule
 from pytest_gpuperf._compile.cubin import compile_module
 
+pytestmark = pytest.mark.build
+
 SOURCE = """\
 #include "{include}"
 #ifndef EXTRA

@@ -263,6 +263,7 @@ def test_bad_arch_is_rejected(tmp_path: Path, project: Path, fake_nvcc: Path) ->
         build(project, fake_nvcc, tmp_path / "cache", arch="sm90")
 
 
+@pytest.mark.build
 def test_real_nvcc_builds_clean_sm90a(tmp_path: Path) -> None:
     try:
         find_nvcc()

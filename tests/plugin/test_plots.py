@@ -138,6 +138,7 @@ def real_plots(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return write_plots(report, tmp_path_factory.mktemp("real") / "plots")
 
 
+@pytest.mark.slow  # draws all five families of a whole-suite report (about 15 s)
 def test_committed_h200_report(real_plots: list[Path]) -> None:
     assert [p.name for p in real_plots] == [
         "merge_attn_states.png", "qkv.png", "cluster_reduce.png", "gemm_schedules.png", "megakernel.png", "index.html",

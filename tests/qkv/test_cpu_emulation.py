@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.build
+
 HERE = Path(__file__).parent
 SOURCE = HERE / "cpu_emulation.cpp"
 KERNEL_DIR = HERE.parent.parent / "kernels" / "qkv"

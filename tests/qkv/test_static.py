@@ -14,6 +14,8 @@ import pytest
 from kernels.qkv.family import CUDA_MODULES
 from pytest_gpuperf import CudaModule, static_params
 
+pytestmark = pytest.mark.build
+
 if TYPE_CHECKING:
     from pytest_gpuperf import GpuStatic
 
