@@ -127,7 +127,7 @@ def assert_clean(code: int, out: str, err: str) -> None:
         assert len(lines) == 1 and lines[0].startswith("gpuperf: error: "), err
 
 
-FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 @FUZZ

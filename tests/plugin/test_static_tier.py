@@ -560,6 +560,7 @@ def real_toolchain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.mark.build
 def test_real_nvcc_reports_resources_and_sass(real_toolchain: Path) -> None:
     mod = CudaModule(
         "tiny", real_toolchain, options=("-std=c++17",), name_expressions=("pressure<48>",),
@@ -577,6 +578,7 @@ def test_real_nvcc_reports_resources_and_sass(real_toolchain: Path) -> None:
         assert compile_module(mod, arch).cached
 
 
+@pytest.mark.build
 def test_real_nvcc_detects_a_spill(real_toolchain: Path) -> None:
     mod = CudaModule("tiny", real_toolchain, options=("-std=c++17", "-maxrregcount=16"),
                      name_expressions=("pressure<48>",), archs=("sm_90",))

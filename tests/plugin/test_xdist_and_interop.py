@@ -86,6 +86,7 @@ def shared_gpu_project(
     pytester.makepyfile(test_mixed=SHARED_GPU_TESTS)
 
 
+@pytest.mark.slow  # pytest with several xdist workers in a subprocess, 8-14 s
 def test_workers_sharing_a_gpu_run_its_tests_one_at_a_time(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -101,6 +102,7 @@ def test_workers_sharing_a_gpu_run_its_tests_one_at_a_time(
     assert overlapping(sorted(spans(pytester, "cpu") + gpu, key=lambda span: span[1])), "the others should run beside them"
 
 
+@pytest.mark.slow  # pytest with several xdist workers in a subprocess, 8-14 s
 def test_gpu_tests_overlap_without_timing_or_with_a_gpu_per_worker(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -116,6 +118,7 @@ def test_gpu_tests_overlap_without_timing_or_with_a_gpu_per_worker(
     assert overlapping(spans(pytester, "gpu-"))
 
 
+@pytest.mark.slow  # pytest with several xdist workers in a subprocess, 8-14 s
 def test_workers_given_one_gpu_share_it_and_a_refused_lock_fails_only_its_test(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
