@@ -182,9 +182,10 @@ def scenarios() -> list[Scenario]:
 def reported_only() -> list[Scenario]:
     """Printed in the table, not asserted (docs/statistics.md says why): a 5% slowdown against a
     calibrated check's 4% threshold, caught only where the interval is narrower than 1%; levels
-    that dwell about as long as a run or longer, which no statistic of one run can tell from a change in the code, and
-    a regression check against a baseline recorded in another run under levels of each kernel's own
-    (both runs' level noise adds up, so its interval is wider than 8% minus the band)."""
+    that dwell about as long as a run or longer, which no statistic of one run can tell from a
+    change in the code; and a regression check against a baseline recorded in another run under
+    levels of each kernel's own (both runs' level noise adds up, so its interval is wider than 8%
+    minus the band)."""
     fast, slow, slower = "own levels, dwell 0.05 s", "own levels, dwell 0.5 s", "own levels, dwell 2 s"
     return [
         *(Scenario("regression", 1.05, model, expect=REPORTED) for model in ("iid 1%", "iid 3%", "AR(1) 0.95 per variant")),
@@ -231,17 +232,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     print("| scenario | noise | asserted | FAIL | PASS | INCONCLUSIVE | FAIL rate, 95% Wilson interval |")
     print("| --- | --- | --- | --- | --- | --- | --- |", flush=True)
-    rows = scenarios() + reported_only()
-    chunks = [(s, start, min(CHUNK, args.start + args.seeds - start))
-              for s in rows for start in range(args.start, args.start + args.seeds, CHUNK)]
-    totals: dict[Scenario, Counter[Verdict]] = {s: Counter() for s in rows}
-    left = Counter(s for s, _, _ in chunks)
+    end = args.start + args.seeds
+    chunks = [(s, start, min(CHUNK, end - start)) for s in scenarios() + reported_only() for start in range(args.start, end, CHUNK)]
+    counts: Counter[Verdict] = Counter()
     with ProcessPoolExecutor(args.workers) as pool:
-        for s, counts in pool.map(_row, chunks):  # in order: a row is printed once its last chunk is in
-            totals[s] += counts
-            left[s] -= 1
-            if left[s] == 0:
-                _print_row(s, totals[s])
+        for (s, start, n), (_, chunk) in zip(chunks, pool.map(_row, chunks)):
+            counts += chunk
+            if start + n == end:  # a scenario's last chunk (they come back in order): its row is complete
+                _print_row(s, counts)
+                counts = Counter()
 
 
 def _print_row(s: Scenario, counts: Counter[Verdict]) -> None:
