@@ -2,7 +2,6 @@
 use: a callable's GPU time per call, two variants interleaved, the device's copy bandwidth,
 Nsight Compute counters of chosen launches, and a results file that records where it came from.
 
-    from pytest_gpuperf import Variant
     from pytest_gpuperf.bench import time_callable
 
     m = time_callable(lambda: kernel(grid, block, args), name="mine", bytes=2 * n * 4)
