@@ -47,7 +47,7 @@ def _prebuild_tasks(static_archs: tuple[str, ...], items: list[pytest.Item], on_
         if "gpu_static" in fixtures and isinstance(module, CudaModule) and isinstance(arch, str):
             if arch_selected(arch, static_archs):
                 tasks.setdefault(f"{module.name}@{arch}", 0 if module.shared_library else 2)
-        elif "load_gemm" in fixtures and isinstance(params.get("variant"), str):
+        elif "load_gemm" in fixtures and isinstance(params.get("variant"), str) and _driver_present():
             from kernels.gemm_schedules.family import ARCH
 
             tasks.setdefault(f"gemm_schedules.{params['variant']}@{ARCH}", 0)
@@ -114,6 +114,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             f"tests/prebuild.py: {len(tasks)} builds for the selected tests on {jobs} cores in "
             f"{time.monotonic() - began:.0f} s, before any timing"
         )
+
+
+def _driver_present() -> bool:
+    """Whether the NVIDIA driver loads: the GEMM libraries serve GPU tests only, which skip without it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
 
 
 def _prebuild_off() -> bool:

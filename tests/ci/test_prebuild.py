@@ -22,6 +22,23 @@ def test_run_time_modules_are_built_ahead_only_in_a_gpu_run() -> None:
     assert _prebuild_tasks(("sm_90",), items, on_gpu=False) == []
 
 
+@pytest.mark.parametrize("driver", [True, False])
+def test_the_gemm_libraries_are_built_ahead_only_where_a_driver_can_run_them(
+    monkeypatch: pytest.MonkeyPatch, driver: bool
+) -> None:
+    """Their tests skip without a GPU: on a CPU-only machine two CUTLASS builds (minutes of CPU)
+    would run beside the default tier for nothing."""
+    import tests.conftest
+
+    monkeypatch.setattr(tests.conftest, "_driver_present", lambda: driver)
+    gemm = SimpleNamespace(
+        module=SimpleNamespace(), fixturenames=("load_gemm",), callspec=SimpleNamespace(params={"variant": "pingpong"}),
+        path=Path("tests/gemm_schedules/test_correctness.py"),
+    )
+    expected = ["gemm_schedules.pingpong@sm_90a"] if driver else []
+    assert _prebuild_tasks(("sm_90",), [gemm], on_gpu=False) == expected
+
+
 @pytest.mark.parametrize("test_module", ["tests.megakernel.test_correctness", "tests.megakernel.test_perf"])
 def test_listed_run_time_modules_name_model_shapes(test_module: str) -> None:
     from kernels.megakernel import config
