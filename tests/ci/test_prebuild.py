@@ -32,7 +32,9 @@ def test_the_gemm_libraries_are_built_ahead_only_where_a_driver_can_run_them(
 
     monkeypatch.setattr(tests.conftest, "_driver_present", lambda: driver)
     gemm = SimpleNamespace(
-        module=SimpleNamespace(), fixturenames=("load_gemm",), callspec=SimpleNamespace(params={"variant": "pingpong"}),
+        module=SimpleNamespace(),
+        fixturenames=("load_gemm",),
+        callspec=SimpleNamespace(params={"variant": "pingpong"}),
         path=Path("tests/gemm_schedules/test_correctness.py"),
     )
     expected = ["gemm_schedules.pingpong@sm_90a"] if driver else []
