@@ -73,7 +73,10 @@ class FakeBackend:
       ``escaped``: variant name to operations a stream trace found on other streams. Both are
       judged by the CuPy backend's own rule (``check_captured_work``).
     Launches are called the way the CuPy backend calls them: a launch taking one argument gets
-    ``timing_stream``, a ``TimingStream`` with a fake handle.
+    ``timing_stream``, a ``TimingStream`` with a fake handle. A launch with a ``fake_seconds``
+    attribute takes that long whatever ``times`` says, so the code of a test decides its fake
+    kernel's speed: another revision's build of the test (``--gpu-perf-against``, ``gpuperf
+    bisect``) can then be slower or faster than the working tree's.
     """
 
     name = "fake"
@@ -143,7 +146,8 @@ class FakeBackend:
 
             trace = StreamTrace(on_stream=nodes, elsewhere={7: ["fake_side_kernel"] * escaped})
         check_captured_work(variant.name, "graph", nodes, trace)
-        t = self.true_time(variant.name)
+        own = getattr(variant.launch, "fake_seconds", None)
+        t = float(own) if own is not None else self.true_time(variant.name)
         batch = max(1, min(2048, math.ceil(target_sample_s / max(t, 1e-9))))
         return Prepared(variant=variant, mode=cache, method="fake", batch=batch, state=t, stream_audit="cupti")
 

@@ -77,6 +77,21 @@ def test_a_slower_working_tree_fails_against_the_revision(
     ])
 
 
+def test_a_launch_that_names_its_fake_time_is_as_slow_as_its_revision_made_it(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], project: Path
+) -> None:
+    """FakeBackend takes a launch's ``fake_seconds``: the code of each side decides its speed."""
+    module = TEST_MODULE.replace("    return launch", "    launch.fake_seconds = version.SECONDS\n    return launch")
+    (project / "test_perf.py").write_text(module)
+    (project / "mylib" / "version.py").write_text('VERSION = "rev"\nSECONDS = 10e-6\n')
+    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qam", "seconds")
+    (project / "mylib" / "version.py").write_text('VERSION = "head"\nSECONDS = 11e-6\n')
+    fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*performance REGRESSION: 'k' is *% slower than at HEAD (*)*", "*slowdown  1.09??x*"])
+
+
 def test_another_checkout_folder_serves_as_the_revision(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], project: Path, tmp_path: Path
 ) -> None:
