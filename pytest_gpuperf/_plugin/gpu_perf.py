@@ -12,6 +12,7 @@ import pytest
 
 from pytest_gpuperf._gates.regression import check_against, check_regression
 from pytest_gpuperf._gates.verdict import Verdict
+from pytest_gpuperf._plugin.breakdowns import Breakdowns
 from pytest_gpuperf._plugin.options import Settings
 from pytest_gpuperf._plugin.session import RECORD_KEY, SKIP_PREFIX, GpuPerfSession
 from pytest_gpuperf._report.records import MeasurementRecord, Record
@@ -43,6 +44,7 @@ class GpuPerf:
         self._module = _module_path(item)
         self._test_key = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
         self._pairing: Any = None  # REV's variants of this test (--gpu-perf-against), built on first use
+        self._breakdowns = Breakdowns(session.backend, session.gpu_lock)
         self._shared: dict[Hashable, Any] = {}
 
     # -- public API -------------------------------------------------------------------
@@ -53,7 +55,7 @@ class GpuPerf:
             self._baseline_file_readable()
         if check_baseline and self._rev_variant(variant) is not None:
             pair = self._against(variant)
-            failure = self._record_measurement(pair.fast, True, pair)
+            failure = self._record_measurement(pair.fast, True, pair, variant)
             self._stop_if_contended(pair.fast)
             if failure:
                 raise GateFailure(failure)
@@ -70,7 +72,7 @@ class GpuPerf:
                 self._session.reference_for(variant, self.settings) if check_baseline else None,
                 on_rounds,
             )
-        failure = self._record_measurement(m, check_baseline)
+        failure = self._record_measurement(m, check_baseline, variant=variant)
         self._stop_if_contended(m)
         if failure:
             raise GateFailure(failure)
@@ -103,18 +105,31 @@ class GpuPerf:
                 on_rounds,
             )
         pairs = {v.name: self._against(v) for v in (fast, baseline) if self._rev_variant(v) is not None}
+        variants = {fast.name: fast, baseline.name: baseline}
         failures = [
-            f for f in (self._record_measurement(m, True, pairs.get(m.name)) for m in (c.fast, c.baseline)) if f
+            f
+            for f in (
+                self._record_measurement(m, True, pairs.get(m.name), variants[m.name]) for m in (c.fast, c.baseline)
+            )
+            if f
         ]
         summary = c.summary()
         if c.verdict is Verdict.INCONCLUSIVE:
             summary["on_inconclusive"] = self.settings.inconclusive
+        explained: list[str] = []
+        if (
+            c.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE)
+            and self.settings.breakdown != "off"
+            and not c.fast.contended
+        ):
+            summary["breakdowns"], explained = self._breakdowns.sides(variants)
         self._emit({"kind": "comparison", "test": self._item.nodeid, "comparison": summary})
         self._stop_if_contended(c.fast)
+        text = "\n".join([format_comparison_failure(c), *explained])
         if c.verdict is Verdict.FAIL:
-            failures.insert(0, format_comparison_failure(c))
+            failures.insert(0, text)
         elif c.verdict is Verdict.INCONCLUSIVE:
-            failures[:0] = self._undecided(format_comparison_failure(c))
+            failures[:0] = self._undecided(text)
         if failures:
             raise GateFailure("\n\n".join(failures))
         return c
@@ -225,9 +240,12 @@ class GpuPerf:
     def _emit(self, record: Record) -> None:
         self._item.user_properties.append((RECORD_KEY, record))
 
-    def _record_measurement(self, m: Measurement, check_baseline: bool, pair: Comparison | None = None) -> str | None:
-        """Record ``m`` and judge it against its REV namesake (``pair``) or its stored baseline;
-        return a failure message or None."""
+    def _record_measurement(
+        self, m: Measurement, check_baseline: bool, pair: Comparison | None = None, variant: Variant | None = None
+    ) -> str | None:
+        """Record ``m`` (of ``variant``) and judge it against its REV namesake (``pair``) or its
+        stored baseline; return a failure message or None. A check that fails or is undecided
+        carries the kernel breakdown of both sides (``--gpu-perf-breakdown``)."""
         key = f"{self._test_key}::{m.name}"
         store = self._session.store
         consult = check_baseline and not self.settings.update_baselines and pair is None
@@ -248,10 +266,13 @@ class GpuPerf:
         if m.contended:
             record["verdict"] = str(Verdict.CONTENDED)
             record["on_inconclusive"] = self.settings.inconclusive
-            self._emit(record)
+            self._emit_measurement(record, variant)
             return None
+        explain = variant is not None and self.settings.breakdown != "off"
         if self.settings.update_baselines:
             record["verdict"] = str(Verdict.RECORDED)
+            if explain and variant is not None:
+                record["breakdown"] = self._breakdowns.json(variant)
             try:
                 old = store.lookup(self.device.key, self._module, key)
             except BaselineFileError:  # the update refuses to write that file, and says so at the end
@@ -265,9 +286,14 @@ class GpuPerf:
             record["verdict"] = str(check.verdict)
             if check.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
                 text = format_against_failure(pair, check, self._session.against_label)
+                rev = self._rev_variant(variant) if explain and variant is not None else None
+                if rev is not None and variant is not None:
+                    now, then, lines = self._breakdowns.against(variant, rev, self._session.against_label)
+                    record["breakdown"], record["breakdown_against"] = now, then
+                    text = "\n".join([text, *lines])
                 if check.verdict is Verdict.INCONCLUSIVE:
                     record["on_inconclusive"] = self.settings.inconclusive
-                self._emit(record)
+                self._emit_measurement(record, variant)
                 return text if check.verdict is Verdict.FAIL else next(iter(self._undecided(text)), None)
         elif check_baseline and entry is None:
             path = store.path_for(self.device.key, self._module)
@@ -276,7 +302,7 @@ class GpuPerf:
                 "record one with: pytest --gpu-perf --gpu-perf-update-baselines"
             )
             record["note"] = message + self._unpaired_note()
-            self._emit(record)
+            self._emit_measurement(record, variant)
             if self.settings.missing_baseline == "fail":
                 return message
             if self.settings.missing_baseline == "skip":
@@ -291,15 +317,26 @@ class GpuPerf:
                 text = format_regression_failure(
                     m, entry, check, self.device.key, store.path_for(self.device.key, self._module)
                 )
+                if explain and variant is not None:
+                    record["breakdown"], lines = self._breakdowns.baseline(variant, entry.extra.get("breakdown"))
+                    text = "\n".join([text, *lines])
                 if verdict is Verdict.FAIL:
                     failure = text
                 else:
                     record["on_inconclusive"] = self.settings.inconclusive
-                    self._emit(record)
+                    self._emit_measurement(record, variant)
                     undecided = self._undecided(text)
                     return undecided[0] if undecided else None
-        self._emit(record)
+        self._emit_measurement(record, variant)
         return failure
+
+    def _emit_measurement(self, record: MeasurementRecord, variant: Variant | None) -> None:
+        """Emit ``record``, with the variant's breakdown under --gpu-perf-breakdown=all (not for a
+        contended measurement: the GPU is someone else's)."""
+        wanted = self.settings.breakdown == "all" and record["verdict"] != str(Verdict.CONTENDED)
+        if wanted and variant is not None and "breakdown" not in record:
+            record["breakdown"] = self._breakdowns.json(variant)
+        self._emit(record)
 
     def _levels_kept(self, m: Measurement, old: BaselineEntry | None) -> dict[str, Any] | None:
         """The stored levels of the entry ``m`` replaces, when ``m`` sits at one of them (so they

@@ -285,6 +285,17 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="{warn,fail}",
     ),
     Setting(
+        "breakdown",
+        "Per-kernel breakdowns (each kernel a launch runs: name, grid, block, shared memory, registers, its own "
+        "time), taken after the verdict so they never perturb the timed samples. auto: for every check that "
+        "fails or is INCONCLUSIVE, and stored with each baseline --gpu-perf-update-baselines records; all: for "
+        "every measurement too; off: none.",
+        _choice("auto", "all", "off"),
+        "auto",
+        per_test=True,
+        metavar="{auto,all,off}",
+    ),
+    Setting(
         "missing-baseline",
         "When this GPU has no stored baseline for a variant: pass (and say how to record one), skip, or fail.",
         _choice("pass", "skip", "fail"),
@@ -496,6 +507,7 @@ class Settings:
     only: bool = False
     gpu_only: bool = False
     full: bool = False
+    breakdown: str = "auto"
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -530,6 +542,7 @@ class Settings:
             gpu_only=values["gpu-only"],
             full=values["full"],
             quiet_wait=values["quiet-wait"],
+            breakdown=values["breakdown"],
         )
 
     def to_json(self) -> dict[str, Any]:

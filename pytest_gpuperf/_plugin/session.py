@@ -236,6 +236,7 @@ class GpuPerfSession:
         that is not stored (an entry the reader would refuse, a file that could not be written)
         gets the verdict "not recorded" and the reason in its record and in ``not_recorded``.
         """
+        from pytest_gpuperf._plugin.breakdowns import stored_form
         from pytest_gpuperf._report.outputs import attempt
         from pytest_gpuperf._store.baselines import BaselineEntry
 
@@ -251,6 +252,9 @@ class GpuPerfSession:
             entry = BaselineEntry.from_measurement(r["measurement"])
             if "levels" in r:
                 entry = entry.with_extra(levels=r["levels"])
+            kernels = stored_form(r.get("breakdown"))
+            if kernels is not None:
+                entry = entry.with_extra(breakdown=kernels)
             problem = entry.problem()
             if problem:
                 self._not_recorded(r, problem)

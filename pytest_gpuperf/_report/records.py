@@ -18,6 +18,8 @@ class _MeasurementNote(OnInconclusive, total=False):
     note: str  # why it was not judged: no stored baseline for it
     not_recorded: str  # update mode: why it was not stored (the entry or the file was refused)
     levels: dict[str, Any]  # update mode: the replaced entry's stored levels, kept (the new time sits at one)
+    breakdown: dict[str, Any]  # the kernels of one launch (Breakdown.to_json), or {"unavailable": why}
+    breakdown_against: dict[str, Any]  # the same for --gpu-perf-against's revision
 
 
 class MeasurementRecord(_MeasurementNote):

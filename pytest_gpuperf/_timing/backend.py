@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pytest_gpuperf._timing.breakdown import Breakdown
 from pytest_gpuperf._timing.results import CacheMode, ClockState, OtherActivity, Variant
 
 
@@ -61,3 +62,8 @@ class TimingBackend(Protocol):
 
     def release(self, prepared: Prepared) -> None:
         """Free what ``prepare`` allocated."""
+
+    def breakdown(self, variant: Variant) -> Breakdown | str:
+        """The kernels one launch of ``variant`` runs, each with its own time, or why there is no
+        breakdown. Taken after a verdict, never between timed samples. Optional: the plugin gives
+        no breakdowns with a backend that lacks it."""

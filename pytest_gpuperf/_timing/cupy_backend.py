@@ -39,6 +39,7 @@ from typing import Any
 
 from pytest_gpuperf._timing import audit, graphs, streams
 from pytest_gpuperf._timing.backend import Prepared
+from pytest_gpuperf._timing.breakdown import Breakdown
 from pytest_gpuperf._timing.device import DeviceInfo
 from pytest_gpuperf._timing.health import LOOKBACK_S
 from pytest_gpuperf._timing.nvml import GpuMonitor
@@ -393,6 +394,15 @@ class CupyBackend:
 
     def release(self, prepared: Prepared) -> None:
         prepared.state = None
+
+    def breakdown(self, variant: Variant) -> Breakdown | str:
+        """The kernels one launch of ``variant`` runs, each timed alone (``cupy_breakdown``), or why not."""
+        from pytest_gpuperf._timing.cupy_breakdown import take_breakdown
+
+        with self._device, streams.current(self.timing_stream):
+            return take_breakdown(
+                self._cp, self._stream, self.timing_stream, streams.bind(variant.launch, self.timing_stream)
+            )
 
 
 ESCAPE_ADVICE = (

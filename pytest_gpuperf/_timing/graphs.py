@@ -22,7 +22,7 @@ from typing import Any
 
 # CUgraphNodeType (cuda.h): the node types that do GPU work, and the child-graph type.
 _WORK_NODE_TYPES = {0: "kernel", 1: "memcpy", 2: "memset", 12: "batch_mem_op"}
-_CHILD_GRAPH = 4
+CHILD_GRAPH = 4
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def count_work_nodes(graph_handle: int) -> int | None:
             return None
         if kind.value in _WORK_NODE_TYPES:
             work += 1
-        elif kind.value == _CHILD_GRAPH:
+        elif kind.value == CHILD_GRAPH:
             child = ctypes.c_void_p()
             if lib.cuGraphChildGraphNodeGetGraph(nodes[i], ctypes.byref(child)) != 0:
                 return None
@@ -93,14 +93,16 @@ def capture_cupy(stream: Any, body: Callable[[], None], upload: bool = True) -> 
     return Captured(lambda: graph.launch(stream), count_work_nodes(int(getattr(graph, "graph", 0) or 0)), graph)
 
 
-def capture_torch(stream: Any, body: Callable[[], None]) -> Captured:
+def capture_torch(stream: Any, body: Callable[[], None], keep_graph: bool = False) -> Captured:
     """Capture ``body`` with ``torch.cuda.CUDAGraph`` on a torch stream that is current.
 
     Its GPU operations are not counted: the trial capture (``capture_cupy``) counted them.
+    ``keep_graph`` keeps the ``cudaGraph_t`` (``raw_cuda_graph()``) for reading its nodes; a
+    torch without that argument raises TypeError.
     """
     import torch
 
-    graph = torch.cuda.CUDAGraph()
+    graph = torch.cuda.CUDAGraph(keep_graph=True) if keep_graph else torch.cuda.CUDAGraph()
     graph.capture_begin(capture_error_mode="relaxed")
     try:
         body()

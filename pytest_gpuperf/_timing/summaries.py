@@ -43,7 +43,11 @@ class MeasurementSummary(TypedDict):
     wall_s: float
 
 
-class ComparisonSummary(OnInconclusive):
+class _ComparisonNote(OnInconclusive, total=False):
+    breakdowns: dict[str, Any]  # a claim that failed or is undecided: each variant's kernels, by name
+
+
+class ComparisonSummary(_ComparisonNote):
     """``Comparison.summary()``: a speedup claim's outcome (and, when undecided, ``on_inconclusive``)."""
 
     fast: str

@@ -16,12 +16,15 @@ import numpy as np
 
 from pytest_gpuperf._timing import streams
 from pytest_gpuperf._timing.backend import Prepared
+from pytest_gpuperf._timing.breakdown import Breakdown, KernelTime
 from pytest_gpuperf._timing.cupy_backend import check_captured_work
 from pytest_gpuperf._timing.device import GIB, DeviceInfo
 from pytest_gpuperf._timing.results import CacheMode, ClockState, OtherActivity, OtherProcess, Variant
 from pytest_gpuperf.testing import noise as noise_models
 
 __all__ = ["FakeBackend", "fake_device"]
+
+_BREAKDOWN_REPEATS = 30
 
 
 def fake_device(
@@ -76,7 +79,10 @@ class FakeBackend:
     ``timing_stream``, a ``TimingStream`` with a fake handle. A launch with a ``fake_seconds``
     attribute takes that long whatever ``times`` says, so the code of a test decides its fake
     kernel's speed: another revision's build of the test (``--gpu-perf-against``, ``gpuperf
-    bisect``) can then be slower or faster than the working tree's.
+    bisect``) can then be slower or faster than the working tree's. Its ``fake_kernels``
+    attribute (dicts with ``name``, ``share`` of the launch's time, and optionally ``grid``,
+    ``block``, ``dynamic_smem``, ``registers``, ``static_smem``, ``local_bytes``) is what
+    ``breakdown`` reports; without it a launch runs one kernel, ``fake_kernel``.
     """
 
     name = "fake"
@@ -109,6 +115,7 @@ class FakeBackend:
         self.outlier_rate = outlier_rate
         self.outlier_factor = outlier_factor
         self._rng = np.random.default_rng(seed)
+        self._breakdown_rng = np.random.default_rng([seed, 1])  # breakdowns leave the samples' draws alone
         self._clock = 0.0
         self.throttled = throttled
         self._call_launch = call_launch
@@ -215,6 +222,29 @@ class FakeBackend:
 
     def release(self, prepared: Prepared) -> None:
         prepared.state = None
+
+    def breakdown(self, variant: Variant) -> Breakdown | str:
+        """Each of the launch's ``fake_kernels`` at its share of the variant's true time, with
+        log-normal noise of sigma ``spread`` on each of 30 repeats."""
+        own = getattr(variant.launch, "fake_seconds", None)
+        total = float(own) if own is not None else self.true_time(variant.name)
+        specs = getattr(variant.launch, "fake_kernels", None) or [{"name": "fake_kernel", "share": 1.0}]
+        kernels = []
+        for spec in specs:
+            seconds = total * float(spec["share"]) * np.exp(self._breakdown_rng.normal(0.0, self.spread, _BREAKDOWN_REPEATS))
+            kernels.append(
+                KernelTime(
+                    name=str(spec["name"]),
+                    grid=tuple(spec.get("grid", (1, 1, 1))),
+                    block=tuple(spec.get("block", (128, 1, 1))),
+                    dynamic_smem=int(spec.get("dynamic_smem", 0)),
+                    seconds=tuple(float(s) for s in seconds),
+                    registers=spec.get("registers", 32),
+                    static_smem=spec.get("static_smem", 0),
+                    local_bytes=spec.get("local_bytes", 0),
+                )
+            )
+        return Breakdown(tuple(kernels), launch_s=total, source="fake", repeats=_BREAKDOWN_REPEATS)
 
 
 def _no_work() -> None:

@@ -12,6 +12,24 @@ import pytest
 # here, before any pytester run.
 import scipy.stats  # noqa: F401
 
+
+def _load_the_plugin_whole() -> None:
+    """Import every module of the plugin once, before any pytester run. A module first imported
+    inside an in-process run is dropped when the run ends and imported anew by the next, while
+    modules loaded before keep their references: two copies of ``Verdict`` then compare unequal
+    by identity, and a failing gate in a later run would read as passing."""
+    import importlib
+    import pkgutil
+
+    import pytest_gpuperf
+
+    for module in pkgutil.walk_packages(pytest_gpuperf.__path__, "pytest_gpuperf."):
+        if not module.name.endswith("__main__"):  # running it is running the command
+            importlib.import_module(module.name)
+
+
+_load_the_plugin_whole()
+
 # Installed into each pytester project: the fake device and backend are configured
 # through environment variables so one conftest serves every scenario.
 FAKE_CONFTEST = textwrap.dedent(

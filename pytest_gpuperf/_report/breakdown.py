@@ -1,0 +1,146 @@
+"""Kernel breakdowns as a few terminal lines: one side's kernels, or what changed between two sides
+(the kernels whose own time moved, with their intervals; kernels that appeared or disappeared;
+launch configurations and resources that changed)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+from pytest_gpuperf._timing.breakdown import Breakdown, BreakdownDiff, KernelChange, KernelTime
+
+__all__ = ["side_lines", "diff_lines"]
+
+INDENT = "  "
+RESOURCE_LABELS = {
+    "registers": "registers",
+    "static_smem": "static smem",
+    "local_bytes": "local memory",
+    "dynamic_smem": "dynamic smem",
+}
+
+
+def side_lines(breakdown: Breakdown, label: str, names: Mapping[str, str] | None = None, limit: int = 4) -> list[str]:
+    """``label``'s kernels, the longest first, at most ``limit`` of them."""
+    show = _namer(names)
+    kernels = sorted(breakdown.kernels, key=lambda k: k.median_s, reverse=True)
+    lines = [f"kernels of {label} ({_how(breakdown)}; they sum to {_percent(breakdown.coverage)} of its launch):"]
+    for k in kernels[:limit]:
+        lines.append(f"{INDENT}{show(k.name)}  {_time(k.median_s)}{_calls(k)}  {k.configuration}{_resources(k)}")
+    if len(kernels) > limit:
+        rest = kernels[limit:]
+        lines.append(f"{INDENT}and {len(rest)} more ({_time(sum(k.median_s for k in rest))} together)")
+    return lines
+
+
+def diff_lines(
+    d: BreakdownDiff, before: str, after: str, names: Mapping[str, str] | None = None, limit: int = 6
+) -> list[str]:
+    """What changed from ``before`` to ``after``, kernel by kernel, in at most about ``limit`` lines."""
+    show = _namer(names)
+    lines = [f"kernels, {before} -> {after} ({_how(d.after)}):"]
+    moved, reconfigured = d.moved, [c for c in d.reconfigured if c not in d.moved]
+    for c in moved[:limit]:
+        lines.append(INDENT + _moved_line(c, show))
+        extra = _config_and_resources(c)
+        if extra:
+            lines.append(INDENT * 2 + extra)
+    for c in reconfigured[: max(0, limit - len(moved))]:
+        lines.append(f"{INDENT}launch changed: {show(c.key)}: {_config_and_resources(c)}")
+    hidden = len(moved) - limit if len(moved) > limit else 0
+    if hidden:
+        lines.append(f"{INDENT}and {hidden} more kernel(s) that moved (the report lists all)")
+    steady = [c for c in d.changes if c not in moved and c not in reconfigured]
+    if not moved:
+        lines.append(
+            f"{INDENT}no kernel's own time moved beyond its interval: the change is between or around the "
+            "kernels (overlap, launch gaps, copies) or smaller than a kernel timed alone can show"
+        )
+    if steady:
+        total = sum(c.after.median_s for c in steady if c.after is not None)
+        lines.append(f"{INDENT}{len(steady)} other kernel(s) unchanged ({_time(total)} together)")
+    lines.append(
+        f"{INDENT}the kernels sum to {_percent(d.after.coverage)} of the launch at {after}, "
+        f"{_percent(d.before.coverage)} at {before}"
+    )
+    return lines
+
+
+def _moved_line(c: KernelChange, show: Callable[[str], str]) -> str:
+    if c.before is None and c.after is not None:
+        return f"appeared: {show(c.key)}  {_time(c.after.median_s)}{_calls(c.after)}"
+    if c.after is None and c.before is not None:
+        return f"disappeared: {show(c.key)}  {_time(c.before.median_s)}{_calls(c.before)}"
+    assert c.before is not None and c.after is not None
+    low, high = c.ratio_interval()
+    return (
+        f"moved: {show(c.key)}  {_time(c.before.median_s)} -> {_time(c.after.median_s)}  "
+        f"{_signed(c.ratio)} [{_signed(low)}, {_signed(high)}]"
+    )
+
+
+def _config_and_resources(c: KernelChange) -> str:
+    parts = []
+    if c.reconfigured and c.before is not None and c.after is not None:
+        calls = f", {c.before.calls} -> {c.after.calls} calls" if c.before.calls != c.after.calls else ""
+        parts.append(f"{c.before.configuration} -> {c.after.configuration}{calls}")
+    elif c.after is not None and (c.before is None or c.after is None):
+        parts.append(c.after.configuration)
+    for name, (b, a) in sorted(c.resource_changes().items()):
+        if name == "dynamic_smem" and c.reconfigured:
+            continue  # already in the configuration
+        parts.append(f"{RESOURCE_LABELS.get(name, name)} {_amount(name, b)} -> {_amount(name, a)}")
+    return "; ".join(parts)
+
+
+def _how(b: Breakdown) -> str:
+    if b.source == "graph nodes":
+        return "each kernel timed alone, hot"
+    return f"{b.source}, each kernel timed alone"
+
+
+def _resources(k: KernelTime) -> str:
+    parts = []
+    if k.registers is not None:
+        parts.append(f"{k.registers} regs")
+    if k.local_bytes:
+        parts.append(f"{_amount('local_bytes', k.local_bytes)} local")
+    return f", {', '.join(parts)}" if parts else ""
+
+
+def _amount(name: str, value: int) -> str:
+    if name == "registers":
+        return str(value)
+    return f"{value // 1024} KiB" if value >= 1024 and value % 1024 == 0 else f"{value} B"
+
+
+def _calls(k: KernelTime) -> str:
+    return f" ({k.calls} calls)" if k.calls > 1 else ""
+
+
+def _namer(names: Mapping[str, str] | None) -> Callable[[str], str]:
+    def show(key: str) -> str:
+        base, sep, index = key.partition("#")
+        shown = (names or {}).get(base, base)
+        shown = shown if len(shown) <= 70 else shown[:67] + "..."
+        return shown + (f" (launch {index})" if sep and index.isdigit() else "")
+
+    return show
+
+
+def _time(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.4g} us"
+
+
+def _signed(ratio: float) -> str:
+    if not math.isfinite(ratio):
+        return "?"
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def _percent(value: float) -> str:
+    return "?" if not math.isfinite(value) else f"{value * 100:.0f}%"
