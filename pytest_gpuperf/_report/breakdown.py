@@ -73,8 +73,9 @@ def _moved_line(c: KernelChange, show: Callable[[str], str]) -> str:
         return f"disappeared: {show(c.key)}  {_time(c.before.median_s)}{_calls(c.before)}"
     assert c.before is not None and c.after is not None
     low, high = c.ratio_interval()
+    name = f"{show(c.before_key)} -> {show(c.key)}" if c.before_key else show(c.key)
     return (
-        f"moved: {show(c.key)}  {_time(c.before.median_s)} -> {_time(c.after.median_s)}  "
+        f"moved: {name}  {_time(c.before.median_s)} -> {_time(c.after.median_s)}  "
         f"{_signed(c.ratio)} [{_signed(low)}, {_signed(high)}]"
     )
 
@@ -96,6 +97,8 @@ def _config_and_resources(c: KernelChange) -> str:
 def _how(b: Breakdown) -> str:
     if b.source == "graph nodes":
         return "each kernel timed alone, hot"
+    if b.source == "cupti":
+        return "each kernel timed in place by CUPTI"
     return f"{b.source}, each kernel timed alone"
 
 

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_gpuperf._timing.kernel_names import identifier
+
 __all__ = ["KernelTime", "Breakdown", "KernelChange", "BreakdownDiff", "diff", "median_interval"]
 
 # Two sides' medians differ only when their order-statistic intervals (each at this confidence)
@@ -164,6 +166,7 @@ class KernelChange:
     key: str  # the kernel's name, with "#2", "#3" for its later launches under other configurations
     before: KernelTime | None
     after: KernelTime | None
+    before_key: str | None = None  # the name it had before, where that differs (another template instance)
 
     @property
     def ratio(self) -> float:
@@ -232,10 +235,20 @@ class BreakdownDiff:
 
 def diff(before: Breakdown, after: Breakdown) -> BreakdownDiff:
     """Pair the kernels of two breakdowns by name (a name launched under several configurations is
-    paired launch by launch, in order) and say what changed."""
+    paired launch by launch, in order); a kernel left over on each side with the same identifier
+    (``heavy<64>`` and ``heavy<80>``: another instance of one template) is paired too, in order.
+    Say what changed."""
     b, a = _keyed(before.kernels), _keyed(after.kernels)
-    keys = list(a) + [k for k in b if k not in a]
-    return BreakdownDiff(before, after, tuple(KernelChange(k, b.get(k), a.get(k)) for k in keys))
+    renamed: dict[str, str] = {}  # after's key -> before's key
+    left = [k for k in b if k not in a]
+    for key in (k for k in a if k not in b):
+        match = next((k for k in left if identifier(b[k].name) == identifier(a[key].name)), None)
+        if match is not None:
+            renamed[key] = match
+            left.remove(match)
+    changes = [KernelChange(k, b.get(renamed.get(k, k)), a[k], renamed.get(k)) for k in a]
+    changes += [KernelChange(k, b[k], None) for k in left]
+    return BreakdownDiff(before, after, tuple(changes))
 
 
 def _keyed(kernels: Iterable[KernelTime]) -> dict[str, KernelTime]:
@@ -257,6 +270,7 @@ def _change_json(c: KernelChange) -> dict[str, Any]:
     low, high = c.ratio_interval()
     return {
         "kernel": c.key,
+        "kernel_before": c.before_key or (c.key if c.before else None),
         "before_s": c.before.median_s if c.before else None,
         "after_s": c.after.median_s if c.after else None,
         "ratio": None if math.isnan(c.ratio) else c.ratio,

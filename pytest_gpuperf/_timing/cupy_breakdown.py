@@ -1,13 +1,23 @@
 """A variant's per-kernel breakdown on a GPU: its launch captured once more (after the verdict),
-the graph's kernel nodes read through the driver, and each kernel and the whole launch timed
-alone, hot, interleaved repeat by repeat (``kernel_nodes``)."""
+the graph's kernel nodes read through the driver, and each kernel's own time:
+
+- where torch's profiler can trace CUDA (CUPTI), from the kernel records of the whole graph's
+  replays: each kernel in place, in its launch's order, with the caches as its neighbours leave
+  them;
+- elsewhere, each kernel replayed alone in a clone of the graph that keeps every node but the
+  other kernels (``kernel_nodes``): hot, and blind to what the other kernels set up for it.
+
+The whole launch is timed too (replays of the captured graph between events), interleaved with
+the kernels repeat by repeat.
+"""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
-from pytest_gpuperf._timing import graphs, kernel_nodes, streams
+from pytest_gpuperf._timing import audit, graphs, kernel_nodes, streams
 from pytest_gpuperf._timing.breakdown import Breakdown, KernelTime
 
 REPEATS = 30
@@ -31,7 +41,8 @@ def take_breakdown(
         if not nodes:
             return "the captured launch holds no kernel"
         whole = _replay(cp, stream, timer, handle)
-        alone = [_replay(cp, stream, timer, timer.only(node)) for node in nodes]
+        in_place = _traced(timer.repeated(handle, 1), stream, nodes)
+        alone = [] if in_place else [_replay(cp, stream, timer, timer.only(node)) for node in nodes]
         runs: list[list[float]] = [[] for _ in range(len(nodes) + 1)]
         for _ in range(REPEATS):  # interleaved, so a drift of clocks shows in every kernel alike
             for i, (replay, copies) in enumerate([whole, *alone]):
@@ -43,11 +54,56 @@ def take_breakdown(
         timer.close()
         del keep
     return Breakdown(
-        kernels=_merge(nodes, runs[1:]),
+        kernels=_merge(nodes, in_place or runs[1:]),
         launch_s=sorted(runs[0])[len(runs[0]) // 2],
-        source="graph nodes",
+        source="cupti" if in_place else "graph nodes",
         repeats=REPEATS,
     )
+
+
+def _traced(replay: Callable[[], None], stream: Any, nodes: list[kernel_nodes.KernelNode]) -> list[list[float]] | None:
+    """Each node's own time in REPEATS replays of the whole graph, from CUPTI's kernel records
+    (torch's profiler); None where tracing is unavailable or its records cannot be matched to
+    the nodes one for one, in order."""
+    if not audit.trace_available():
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(REPEATS):
+                    replay()
+                stream.synchronize()
+            events = list(prof.profiler.kineto_results.events())
+    except Exception:  # the profiler is an optional view: the nodes are timed alone instead
+        return None
+    kernels = sorted((e for e in events if _is_kernel(e)), key=lambda e: int(e.start_ns()))
+    if len(kernels) != REPEATS * len(nodes):
+        return None
+    runs: list[list[float]] = [[] for _ in nodes]
+    for r in range(REPEATS):
+        for i, (node, event) in enumerate(zip(nodes, kernels[r * len(nodes) : (r + 1) * len(nodes)], strict=True)):
+            if not _same_kernel(node.name, str(event.name())):
+                return None
+            runs[i].append((int(event.end_ns()) - int(event.start_ns())) * 1e-9)
+    return runs
+
+
+def _is_kernel(event: Any) -> bool:
+    try:
+        name = str(event.name())
+        return str(event.device_type()).endswith("CUDA") and not name.startswith(("Memset", "Memcpy", "Memory"))
+    except Exception:
+        return False
+
+
+def _same_kernel(node_name: str, traced_name: str) -> bool:
+    """Whether CUPTI's (demangled) name is the node's: its unqualified identifier appears in it."""
+    from pytest_gpuperf._timing.kernel_names import identifier
+
+    return identifier(node_name) in traced_name
 
 
 def _capture(cp: Any, stream: Any, timing_stream: streams.TimingStream, launch: Callable[[], Any]) -> tuple[Any, int]:

@@ -2,10 +2,10 @@
 
 For each kernel node: its function's name (``cuFuncGetName``: mangled for C++ kernels), grid,
 block, dynamic shared memory, and the function's registers, static shared memory and local
-memory (``cuFuncGetAttribute``). To time one kernel, the graph is cloned and every other node of
-the clone destroyed, which keeps the node exactly as captured (cluster dimensions and other node
-attributes included); a graph of ``copies`` such clones, one after another, is replayed between
-two events. The whole launch is timed the same way, so the kernels' times and the launch's
+memory (``cuFuncGetAttribute``). To time one kernel alone, the graph is cloned and the clone's
+other kernels destroyed, which keeps the node exactly as captured (cluster dimensions and other
+node attributes included) and the memsets and copies it may depend on; a graph of ``copies``
+such clones, one after another, is replayed between two events. The whole launch is timed the same way, so the kernels' times and the launch's
 compare like with like.
 """
 
@@ -184,7 +184,8 @@ class DriverGraphs:
         self._execs: list[int] = []
 
     def only(self, kernel: KernelNode) -> int:
-        """A clone of ``kernel.graph`` holding ``kernel``'s node alone."""
+        """A clone of ``kernel.graph`` without its other kernels: the memsets and copies stay, since
+        a kernel may need them (a library zeroes a workspace before its GEMM)."""
         lib = _driver()
         clone = ctypes.c_void_p()
         _check(lib.cuGraphClone(ctypes.byref(clone), kernel.graph), "cuGraphClone")
@@ -192,7 +193,7 @@ class DriverGraphs:
         kept = ctypes.c_void_p()
         _check(lib.cuGraphNodeFindInClone(ctypes.byref(kept), kernel.node, clone), "cuGraphNodeFindInClone")
         for node in _nodes(int(clone.value or 0)):
-            if node != int(kept.value or 0):
+            if node != int(kept.value or 0) and _node_type(node) in (_KERNEL, CHILD_GRAPH):
                 _check(lib.cuGraphDestroyNode(node), "cuGraphDestroyNode")
         return int(clone.value or 0)
 

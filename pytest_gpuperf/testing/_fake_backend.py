@@ -231,7 +231,9 @@ class FakeBackend:
         specs = getattr(variant.launch, "fake_kernels", None) or [{"name": "fake_kernel", "share": 1.0}]
         kernels = []
         for spec in specs:
-            seconds = total * float(spec["share"]) * np.exp(self._breakdown_rng.normal(0.0, self.spread, _BREAKDOWN_REPEATS))
+            seconds = (
+                total * float(spec["share"]) * np.exp(self._breakdown_rng.normal(0.0, self.spread, _BREAKDOWN_REPEATS))
+            )
             kernels.append(
                 KernelTime(
                     name=str(spec["name"]),

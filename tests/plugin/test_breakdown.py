@@ -70,6 +70,15 @@ def test_a_kernel_launched_under_two_configurations_is_paired_launch_by_launch()
     assert "moved: k (launch 2)" in "\n".join(diff_lines(diff(before, after), "a", "b"))
 
 
+def test_another_instance_of_a_template_is_paired_with_the_one_it_replaced() -> None:
+    before = breakdown(kernel("_Z5heavyILi64EEvPfi", 14), kernel("add", 11))
+    after = breakdown(kernel("_Z5heavyILi80EEvPfi", 16), kernel("add", 11))
+    d = diff(before, after)
+    assert [(c.before_key, c.key) for c in d.moved] == [("_Z5heavyILi64EEvPfi", "_Z5heavyILi80EEvPfi")]
+    names = {"_Z5heavyILi64EEvPfi": "heavy<64>", "_Z5heavyILi80EEvPfi": "heavy<80>"}
+    assert "moved: heavy<64> -> heavy<80>  14 us -> 16 us  +14.3% [" in "\n".join(diff_lines(d, "a", "b", names))
+
+
 def test_a_breakdown_survives_json_and_a_malformed_one_is_refused_by_name() -> None:
     b = breakdown(kernel("gemm", 100, registers=96, dynamic_smem=4096), kernel("norm", 20))
     again = Breakdown.from_json(json.loads(json.dumps(b.to_json())))
@@ -239,3 +248,27 @@ def test_a_backend_without_breakdowns_says_so(pytester: pytest.Pytester, project
         "*no kernel breakdown at HEAD (*): the timing backend gives no breakdowns",
         "*no kernel breakdown at now: the timing backend gives no breakdowns",
     ])
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("_Z5heavyILi64EEvPfi", "heavy"),
+        ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_6FunctorEEEviT0_", "vectorized_elementwise_kernel"),
+        ("_ZN7cutlass13device_kernelINS_4gemm6kernelEEEvNT_6ParamsE", "device_kernel"),
+        ("_ZL6staticPf", "static"),
+        ("k_add", "k_add"),
+        ("_Zgarbage", "_Zgarbage"),
+    ],
+)
+def test_a_kernels_identifier_is_read_from_its_mangled_name(name: str, expected: str) -> None:
+    """What ties a CUPTI record (demangled) to a graph node (mangled) without a demangler."""
+    from pytest_gpuperf._timing.kernel_names import identifier
+
+    assert identifier(name) == expected
+
+
+def test_a_replay_holds_enough_copies_to_last_about_200_us() -> None:
+    from pytest_gpuperf._timing.kernel_nodes import copies_for
+
+    assert copies_for(10e-6) == 20 and copies_for(1e-3) == 1 and copies_for(0.1e-6) == 256 and copies_for(0.0) == 256
