@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from pytest_gpuperf._report.breakdown import diff_lines, side_lines
-from pytest_gpuperf._timing.breakdown import Breakdown, diff
+from pytest_gpuperf._report.breakdown import explain, side_lines
+from pytest_gpuperf._timing.breakdown import Breakdown
 from pytest_gpuperf._timing.results import Variant
 
 __all__ = ["Breakdowns"]
@@ -43,7 +43,7 @@ class Breakdowns:
     def against(self, variant: Variant, rev: Variant, label: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
         """Both sides' breakdowns (now, at ``label``) and the lines saying what changed."""
         now, then = self.take(variant), self.take(rev)
-        return as_json(now), as_json(then), compare(then, now, label, "now")
+        return as_json(now), as_json(then), explain(then, now, label, "now", _names(then, now))
 
     def baseline(self, variant: Variant, stored: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
         """The breakdown of ``variant`` now, and the lines saying what changed since the one stored
@@ -58,7 +58,7 @@ class Breakdowns:
             then: Breakdown | str = Breakdown.from_json(stored)
         except ValueError as exc:
             then = f"the stored one is unreadable: {exc}"
-        return as_json(now), compare(then, now, "the baseline", "now")
+        return as_json(now), explain(then, now, "the baseline", "now", _names(then, now))
 
     def sides(self, variants: Mapping[str, Variant]) -> tuple[dict[str, Any], list[str]]:
         """Each variant's kernels, by name (a claim between two variants compares different code)."""
@@ -75,21 +75,13 @@ class Breakdowns:
         return fields, lines
 
 
-def compare(then: Breakdown | str, now: Breakdown | str, before: str, after: str) -> list[str]:
-    if isinstance(then, Breakdown) and isinstance(now, Breakdown):
-        names = {**display_names(then), **display_names(now)}
-        return diff_lines(diff(then, now), before, after, names)
-    lines = []
-    for label, side in ((before, then), (after, now)):
-        if isinstance(side, str):
-            lines.append(f"no kernel breakdown at {label}: {side}")
-    if isinstance(now, Breakdown):
-        lines += side_lines(now, after, display_names(now))
-    return lines
-
-
 def as_json(taken: Breakdown | str) -> dict[str, Any]:
-    return taken.to_json() if isinstance(taken, Breakdown) else {"unavailable": taken}
+    """A breakdown as records carry it, with readable names for mangled ones (``display_names``:
+    a saved report is read where no demangler may be installed), or why there is none."""
+    if not isinstance(taken, Breakdown):
+        return {"unavailable": taken}
+    names = {k: v for k, v in display_names(taken).items() if k != v}
+    return taken.to_json() | ({"display_names": names} if names else {})
 
 
 def stored_form(record_field: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -101,6 +93,10 @@ def stored_form(record_field: Mapping[str, Any] | None) -> dict[str, Any] | None
         for k in record_field["kernels"]
     ]
     return {key: value for key, value in record_field.items() if key != "coverage"} | {"kernels": kernels}
+
+
+def _names(*sides: Breakdown | str) -> dict[str, str]:
+    return {k: v for side in sides if isinstance(side, Breakdown) for k, v in display_names(side).items()}
 
 
 def display_names(b: Breakdown) -> dict[str, str]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
-from pytest_gpuperf._timing.breakdown import Breakdown, BreakdownDiff, KernelChange, KernelTime
+from pytest_gpuperf._timing.breakdown import Breakdown, BreakdownDiff, KernelChange, KernelTime, diff
 
-__all__ = ["side_lines", "diff_lines"]
+__all__ = ["side_lines", "diff_lines", "explain", "record_lines"]
 
 INDENT = "  "
 RESOURCE_LABELS = {
@@ -64,6 +65,57 @@ def diff_lines(
         f"{_percent(d.before.coverage)} at {before}"
     )
     return lines
+
+
+def explain(
+    then: Breakdown | str, now: Breakdown | str, before: str, after: str, names: Mapping[str, str] | None = None
+) -> list[str]:
+    """What changed from ``before`` to ``after``; where a side has no breakdown (a string saying
+    why), that reason and the kernels of the side that has one."""
+    if isinstance(then, Breakdown) and isinstance(now, Breakdown):
+        return diff_lines(diff(then, now), before, after, names)
+    lines = [
+        f"no kernel breakdown at {label}: {side}"
+        for label, side in ((before, then), (after, now))
+        if isinstance(side, str)
+    ]
+    if isinstance(now, Breakdown):
+        lines += side_lines(now, after, names)
+    return lines
+
+
+def record_lines(record: Mapping[str, Any]) -> list[str]:
+    """A saved measurement record's breakdown lines: against its revision's (``breakdown_against``)
+    or its baseline's stored one; none where the record carries no breakdown."""
+    if not isinstance(record.get("breakdown"), Mapping):
+        return []
+    now = _loaded(record["breakdown"])
+    names = {**_names_in(record.get("breakdown")), **_names_in(record.get("breakdown_against"))}
+    if isinstance(record.get("breakdown_against"), Mapping):
+        against = (record.get("regression") or {}).get("against") or "the revision"
+        return explain(_loaded(record["breakdown_against"]), now, str(against), "now", names)
+    stored = (record.get("baseline") or {}).get("breakdown")
+    if isinstance(stored, Mapping):
+        return explain(_loaded(stored), now, "the baseline", "now", {**_names_in(stored), **names})
+    if record.get("baseline"):
+        return explain("none is stored with it", now, "the baseline", "now", names)
+    return side_lines(now, "now", names) if isinstance(now, Breakdown) else [f"no kernel breakdown: {now}"]
+
+
+def _loaded(data: Any) -> Breakdown | str:
+    if not isinstance(data, Mapping):
+        return "none recorded"
+    if "unavailable" in data:
+        return str(data["unavailable"])
+    try:
+        return Breakdown.from_json(data)
+    except ValueError as exc:
+        return str(exc)
+
+
+def _names_in(data: Any) -> dict[str, str]:
+    names = data.get("display_names") if isinstance(data, Mapping) else None
+    return {str(k): str(v) for k, v in names.items()} if isinstance(names, Mapping) else {}
 
 
 def _moved_line(c: KernelChange, show: Callable[[str], str]) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, cast
 
 from pytest_gpuperf._report import markdown as md
+from pytest_gpuperf._report.breakdown import record_lines
 from pytest_gpuperf._report.records import ComparisonRecord, MeasurementRecord, Record
 from pytest_gpuperf._report.summary import VERDICT_LEGEND, fmt_time, summary_rows
 from pytest_gpuperf._report.table import markdown_table, text_table
@@ -101,6 +102,18 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
     for title, group in inconclusive:  # before the table, so a comment cut to its size keeps them
         out += ["", heading(title.replace(OPTION + "=fail", f"`{OPTION}=fail`") if markdown else title)]
         out += [f"- {md.code(e.where)}: {md.text(e.text, inline=True)}" if markdown else f"  {e.line}" for e in group]
+    explained = [
+        (r["key"], lines)
+        for r in records
+        if r["kind"] == "measurement" and r["verdict"] in ("fail", "inconclusive") and (lines := record_lines(r))
+    ]
+    if explained:
+        out += ["", heading("Kernels of the failed and undecided checks")]
+        for key, lines in explained:
+            if markdown:
+                out += [f"- {md.code(key)}", *(f"  - {md.text(line.strip(), inline=True)}" for line in lines)]
+            else:
+                out += [f"  {key}", *(f"    {line}" for line in lines)]
     out.append("")
     if len(rows) > 1:  # the legend after a blank line: in markdown, a line right under a table is a row of it
         out += table(rows, right=(2,)) + ["", md.text(VERDICT_LEGEND) if markdown else f"  {VERDICT_LEGEND}"]

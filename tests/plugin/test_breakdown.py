@@ -272,3 +272,23 @@ def test_a_replay_holds_enough_copies_to_last_about_200_us() -> None:
     from pytest_gpuperf._timing.kernel_nodes import copies_for
 
     assert copies_for(10e-6) == 20 and copies_for(1e-3) == 1 and copies_for(0.1e-6) == 256 and copies_for(0.0) == 256
+
+
+def test_gpuperf_report_shows_the_kernels_of_a_failed_check(pytester: pytest.Pytester, project: Path) -> None:
+    from pytest_gpuperf._cli.main import main
+
+    write_kernels(project, 0.99, 11e-6)
+    pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD", "--gpu-perf-json=report.json").assert_outcomes(failed=1)
+    for fmt, expected in (("--text", "      moved: gemm  "), ("--markdown", "  - moved: gemm  ")):
+        out = pytester.path / f"out{fmt}.txt"
+        import contextlib
+
+        with out.open("w") as sink, contextlib.redirect_stdout(sink):
+            assert main(["report", str(project / "report.json"), fmt]) == 0
+        text = out.read_text()
+        assert "Kernels of the failed and undecided checks" in text
+        assert expected in text, text
+        assert "test_k::k" in text
+    assert main(["plots", str(project / "report.json"), str(project / "plots")]) == 0
+    page = (project / "plots" / "index.html").read_text()
+    assert "<h2>Kernels of the failed and undecided checks</h2>" in page and "moved: gemm  " in page

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_gpuperf._report.breakdown import record_lines
 from pytest_gpuperf._report.plots.shape import OTHER_COLOUR, VERDICT_COLOURS, short_test, slug
 from pytest_gpuperf._report.summary import baseline_delta, fmt_time
 
@@ -116,6 +117,15 @@ def write_index(
                 f'<p><a href="{_e(images[family].name)}"><img src="{_e(images[family].name)}" alt="{_e(family)} chart"></a></p>'
             )
         parts.append(family_table(tests))
+    explained = [
+        (m.get("key", "?"), lines)
+        for t in report.get("tests") or []
+        for m in t.get("measurements") or []
+        if m.get("verdict") in ("fail", "inconclusive") and (lines := record_lines(m))
+    ]
+    if explained:
+        parts.append("<h2>Kernels of the failed and undecided checks</h2>")
+        parts += [f"<h3><code>{_e(key)}</code></h3><pre>{_e(chr(10).join(lines))}</pre>" for key, lines in explained]
     skipped = report.get("skipped") or []
     if skipped:
         parts.append(
