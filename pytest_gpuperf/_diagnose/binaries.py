@@ -48,7 +48,10 @@ __all__ = [
 
 # (found_in, where), in search order.
 LOCATIONS: tuple[tuple[str, str], ...] = (
-    ("registered path", "the paths passed as extra: files, folders (searched for *.cubin, *.fatbin, *.so, *.o) or globs"),
+    (
+        "registered path",
+        "the paths passed as extra: files, folders (searched for *.cubin, *.fatbin, *.so, *.o) or globs",
+    ),
     ("nvcc cache", "the plugin's nvcc libraries: <cache root>/nvcc/entries/*/, with each build's nvcc.log"),
     ("static cache", "the compile-time tier's cubins: <cache root>/static/entries/*/module.cubin, with ptxas.log"),
     ("cupy cache", "CuPy's kernel cache (NVRTC and nvcc modules): $CUPY_CACHE_DIR or ~/.cupy/kernel_cache, *.cubin"),

@@ -243,7 +243,9 @@ def read_kernel(
         if from_log is not None:
             spill_stores, spill_loads = from_log["spill_stores"], from_log["spill_loads"]
             barriers = from_log["barriers"]
-        warnings = tuple(w for w in _nvcc.parse_perf_warnings(log) if kernel in w)
+        warnings = tuple(
+            w for w in _nvcc.parse_perf_warnings(log) if kernel in w and not w.startswith("spills in ")
+        )  # spills are told as resources
     return KernelReport(
         kernel=kernel,
         arch=chosen,

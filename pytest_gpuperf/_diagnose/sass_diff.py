@@ -52,7 +52,9 @@ class SassDiff:
             return f"SASS identical ({self.after_instructions} instructions)"
         shown = ", ".join(f"{n:+d} {op}" for op, n in self.opcodes[:_OPCODES_SHOWN])
         more = ", ..." if len(self.opcodes) > _OPCODES_SHOWN else ""
-        counts = f"SASS +{self.added} -{self.removed} instructions ({self.before_instructions} -> {self.after_instructions})"
+        counts = (
+            f"SASS +{self.added} -{self.removed} instructions ({self.before_instructions} -> {self.after_instructions})"
+        )
         if not shown:
             return f"{counts}: the same opcodes, reordered"
         return f"{counts}: {shown}{more}"
