@@ -15,22 +15,18 @@ a folder are not followed.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import glob
 import json
 import mmap
 import os
 import stat
-import subprocess
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf._compile import nvcc as _nvcc
-from pytest_gpuperf._compile.cuda_module import INSTALL_HINT, ToolchainMissing
-from pytest_gpuperf._compile.run import run_tool
+from pytest_gpuperf._compile.cuda_module import ToolchainMissing
+from pytest_gpuperf._diagnose.device_code import Binary, UnreadableBinary, cuobjdump, tool_input
 from pytest_gpuperf._store.private_dir import default_cache_root
 from pytest_gpuperf.errors import UnsafePathError
 
@@ -38,12 +34,8 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_FILES",
     "LOCATIONS",
-    "Binary",
     "BinarySearch",
-    "UnreadableBinary",
-    "cuobjdump",
     "find_binary",
-    "tool_input",
 ]
 
 # (found_in, where), in search order.
@@ -64,39 +56,9 @@ LOCATIONS: tuple[tuple[str, str], ...] = (
 )
 DEFAULT_MAX_FILES = 2000
 DEFAULT_MAX_BYTES = 1 << 30
-TOOL_TIMEOUT_S = 300.0
 _FOLDER_SUFFIXES = (".cubin", ".fatbin", ".so", ".o")
 _ELF_MAGIC = b"\x7fELF"
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
-
-
-class UnreadableBinary(RuntimeError):
-    """cuobjdump could not read a binary (not device code, damaged, or it ran past its time)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Binary:
-    """A file holding device code: a cubin, or a fatbin, object or library that embeds one."""
-
-    path: Path
-    found_in: str  # one of the names in LOCATIONS
-    log: Path | None = None  # the build's nvcc or ptxas log, for a binary the plugin built
-    offset: int = 0  # bytes before the device code: CuPy writes a hash in front of each cubin
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": str(self.path),
-            "found_in": self.found_in,
-            "log": str(self.log) if self.log is not None else None,
-            "offset": self.offset,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> Binary:
-        if not isinstance(data, dict) or not isinstance(data.get("path"), str):
-            raise ValueError(f"a binary: expected an object with a path, got {data!r}")
-        log = data.get("log")
-        return cls(Path(data["path"]), str(data.get("found_in", "")), Path(log) if log else None, int(data["offset"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,45 +118,6 @@ class BinarySearch:
 
 def _clip(line: str, width: int = 240) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
-
-
-# --------------------------------------------------------------------------------------------
-# Running cuobjdump on a binary
-
-
-def cuobjdump(binary: Path, *arguments: str) -> str:
-    """``cuobjdump ARGUMENTS binary``'s output. Raises :class:`ToolchainMissing` without
-    cuobjdump and :class:`UnreadableBinary` when it fails on the file."""
-    try:
-        tool = _nvcc.find_cuobjdump()
-    except _nvcc.NvccNotFound as exc:
-        raise ToolchainMissing(f"{exc} ({INSTALL_HINT})") from exc
-    command = [str(tool), *arguments, str(binary)]
-    try:
-        done = run_tool(command, timeout_s=TOOL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise UnreadableBinary(f"`{' '.join(command)}` ran past {TOOL_TIMEOUT_S:g} s and was stopped") from None
-    except OSError as exc:
-        raise ToolchainMissing(f"cannot run {tool}: {exc}") from exc
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip()[:500]
-        raise UnreadableBinary(f"cuobjdump cannot read {binary} (exit {done.returncode}): {said}")
-    return done.stdout
-
-
-@contextlib.contextmanager
-def tool_input(binary: Binary) -> Iterator[Path]:
-    """A path the CUDA tools can read for ``binary``: the file itself, or, for a file with bytes in
-    front of its device code, a private temporary copy of the device code."""
-    if binary.offset == 0:
-        yield binary.path
-        return
-    with tempfile.TemporaryDirectory(prefix="gpuperf-diagnose-") as folder:
-        copy = Path(folder) / "kernel.cubin"
-        with open(binary.path, "rb") as fh:
-            fh.seek(binary.offset)
-            copy.write_bytes(fh.read(DEFAULT_MAX_BYTES))
-        yield copy
 
 
 def _lists_function(binary: Binary, kernel: str) -> bool:

@@ -11,7 +11,8 @@ from typing import Any
 
 from pytest_gpuperf._compile.cuda_module import ToolchainMissing
 from pytest_gpuperf._compile.kernel_report import demangle, kernel_key
-from pytest_gpuperf._diagnose.binaries import Binary, BinarySearch, UnreadableBinary
+from pytest_gpuperf._diagnose.binaries import BinarySearch
+from pytest_gpuperf._diagnose.device_code import Binary, UnreadableBinary
 from pytest_gpuperf._diagnose.resources import (
     KernelNotInBinary,
     KernelReport,

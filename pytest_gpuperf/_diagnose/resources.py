@@ -24,7 +24,7 @@ from typing import Any
 from pytest_gpuperf._compile import nvcc as _nvcc
 from pytest_gpuperf._compile.cubin import disassemble
 from pytest_gpuperf._compile.kernel_report import parse_ptxas_resources
-from pytest_gpuperf._diagnose.binaries import Binary, cuobjdump, tool_input
+from pytest_gpuperf._diagnose.device_code import Binary, cuobjdump, tool_input
 from pytest_gpuperf._diagnose.instructions import CLASS_NAMES, class_counts, parse_instructions, sass_by_arch
 
 __all__ = [
@@ -224,7 +224,7 @@ def read_kernel(
     code for). ``dynamic_shared_bytes`` is the launch's, from the measurement. Raises
     :class:`KernelNotInBinary`, :class:`~pytest_gpuperf._compile.cuda_module.ToolchainMissing`
     without cuobjdump or nvdisasm, and
-    :class:`~pytest_gpuperf._diagnose.binaries.UnreadableBinary` when they fail on it."""
+    :class:`~pytest_gpuperf._diagnose.device_code.UnreadableBinary` when they fail on it."""
     chosen = _pick_arch(kernel, binary, arch, cache_root)
     sass = _sass(_identity(binary), kernel, cache_root)[chosen]
     usage = _res_usage(_identity(binary), kernel)

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf._compile.nvcc import NvccNotFound, build_shared_library, find_cuobjdump, find_nvcc, find_nvdisasm
-from pytest_gpuperf._diagnose.binaries import Binary, BinarySearch, find_binary
+from pytest_gpuperf._diagnose.binaries import BinarySearch, find_binary
+from pytest_gpuperf._diagnose.device_code import Binary
 from pytest_gpuperf._diagnose.explain import KernelDiff, explain_kernel
 from pytest_gpuperf._diagnose.instructions import CLASSES, classify, normalise, parse_instructions, sass_by_arch
 from pytest_gpuperf._diagnose.resources import (
