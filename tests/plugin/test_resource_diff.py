@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuperf._compile.nvcc import NvccNotFound, build_shared_library, find_cuobjdump, find_nvcc, find_nvdisasm
-from pytest_gpuperf._diagnose.binaries import BinarySearch, find_binary
+from pytest_gpuperf._diagnose.binaries import LOCATIONS, BinarySearch, find_binary
 from pytest_gpuperf._diagnose.device_code import Binary
 from pytest_gpuperf._diagnose.explain import KernelDiff, explain_kernel
 from pytest_gpuperf._diagnose.instructions import CLASSES, classify, normalise, parse_instructions, sass_by_arch
@@ -417,6 +417,18 @@ def test_a_side_that_cannot_be_read_says_why(fake_cuda: Path, tmp_path: Path) ->
     assert gone.before_missing == missing.reason and gone.after_missing == "no binary given"
     assert explain_kernel(KERNEL, good, good, arch="sm_75").after_missing == (
         f"{good.path} holds {KERNEL} for sm_90, sm_80, not for sm_75")
+
+
+def test_the_documentation_lists_the_locations_and_classes_as_the_code_has_them() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "diagnose.md").read_text(encoding="utf-8")
+
+    def table(after_heading: str) -> list[list[str]]:
+        section = page.split(after_heading, 1)[1].split("\n## ", 1)[0]
+        rows = [line for line in section.splitlines() if line.startswith("| ")][2:]  # after the header
+        return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
+
+    assert [row[0] for row in table("## Where a kernel's binary is found")] == [name for name, _ in LOCATIONS]
+    assert table("## Instruction classes") == [list(c) for c in CLASSES]
 
 
 # -- the real toolchain: two versions of a kernel, found in CuPy's and Triton's caches -----------
