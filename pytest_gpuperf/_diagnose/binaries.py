@@ -21,7 +21,7 @@ import json
 import mmap
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -291,29 +291,41 @@ def _env_folder(variable: str, *default: str, base: Path | None) -> Path | None:
     return base.joinpath(*default) if base is not None else None
 
 
-def _outside_locations(walk: _Walk) -> list[tuple[str, Path | None, list[Path]]]:
-    """(found_in, root, files newest first) of CuPy's, Triton's and torch extensions' caches."""
+def _outside_roots() -> list[tuple[str, Path | None, tuple[str, ...], int | None]]:
+    """(found_in, root, suffixes, depth) of CuPy's, Triton's and torch extensions' caches."""
     home = _home()
     triton_home = Path(os.environ["TRITON_HOME"]) if os.environ.get("TRITON_HOME") else home
     xdg = os.environ.get("XDG_CACHE_HOME")
     cache_home = Path(xdg) if xdg and os.path.isabs(xdg) else (home / ".cache" if home is not None else None)
-    places = (
+    return [
         ("cupy cache", _env_folder("CUPY_CACHE_DIR", ".cupy", "kernel_cache", base=home), (".cubin",), 0),
         ("triton cache", _env_folder("TRITON_CACHE_DIR", ".triton", "cache", base=triton_home), (".cubin",), 1),
         ("torch extensions", _env_folder("TORCH_EXTENSIONS_DIR", "torch_extensions", base=cache_home), (".so",), None),
-    )
-    result: list[tuple[str, Path | None, list[Path]]] = []
-    for found_in, root, suffixes, depth in places:
-        if root is None or not root.is_dir():
-            result.append((found_in, root, []))
-            continue
-        reason = _unsafe_folder(root)
-        if reason:
-            walk.skip(reason)
-            result.append((found_in, root, []))
-            continue
-        result.append((found_in, root, _newest_first(_files_below(root, walk, suffixes, depth))))
-    return result
+    ]
+
+
+def _outside_location(
+    found_in: str, root: Path | None, suffixes: tuple[str, ...], depth: int | None, walk: _Walk
+) -> tuple[Path | None, list[Binary]]:
+    if root is None or not root.is_dir():
+        return root, []
+    reason = _unsafe_folder(root)
+    if reason:
+        walk.skip(reason)
+        return root, []
+    return root, [Binary(p, found_in) for p in _newest_first(_files_below(root, walk, suffixes, depth))]
+
+
+def _locations(
+    extra: Sequence[str | os.PathLike[str]], source_root: Path | None, walk: _Walk
+) -> Iterator[tuple[str, Path | None, list[Binary]]]:
+    """(found_in, folder, binaries newest first) of each location in turn, each walked only when
+    the search reaches it."""
+    yield "registered path", None, [Binary(p, "registered path") for p in _registered(extra, walk)]
+    for cache in ("nvcc", "static"):
+        yield (f"{cache} cache", *_plugin_entries(cache, walk, source_root))
+    for found_in, root, suffixes, depth in _outside_roots():
+        yield (found_in, *_outside_location(found_in, root, suffixes, depth, walk))
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,18 +381,9 @@ def find_binary(
         raise ValueError(f"kernel: expected a symbol name, got {kernel!r}")
     walk = _Walk(max_files=max_files, max_bytes=max_bytes)
     root = Path(source_root) if source_root is not None else None
-    candidates: list[tuple[str, Path | None, list[Binary]]] = [
-        ("registered path", None, [Binary(p, "registered path") for p in _registered(extra, walk)])
-    ]
-    for cache in ("nvcc", "static"):
-        folder, binaries = _plugin_entries(cache, walk, root)
-        candidates.append((f"{cache} cache", folder, binaries))
-    for found_in, folder, files in _outside_locations(walk):
-        candidates.append((found_in, folder, [Binary(p, found_in) for p in files]))
-
     needle = b"\0" + kernel.encode() + b"\0"
     searched: list[str] = []
-    for found_in, folder, binaries in candidates:
+    for found_in, folder, binaries in _locations(extra, root, walk):
         if folder is None and not binaries:
             continue
         read_before = walk.files_read

@@ -340,6 +340,9 @@ def test_a_world_writable_cache_is_not_searched(fake_cuda: Path) -> None:
     cache.chmod(0o777)
     found = find_binary(KERNEL)
     assert found.binary is None and found.skipped == (f"{cache} is writable by every user",)
+    fake_binary(fake_cuda / ".cupy" / "kernel_cache" / "a_2.cubin", KERNEL, prefix=b"0" * 32)
+    earlier = find_binary(KERNEL)  # found before the search reaches Triton's cache, which is not walked
+    assert earlier.binary is not None and earlier.binary.found_in == "cupy cache" and earlier.skipped == ()
 
 
 def test_plugin_caches_carry_their_logs_and_filter_by_source_root(fake_cuda: Path, tmp_path: Path) -> None:
