@@ -34,6 +34,7 @@ __all__ = [
     "format_bytes",
     "kernel_archs",
     "kernel_sass",
+    "parse_res_usage",
     "read_kernel",
     "resource_changes",
 ]
