@@ -159,8 +159,11 @@ def _build_cubin(
     )
 
 
-def disassemble(binary: Path, cache_root: Path | None = None) -> str:
-    """``cuobjdump -sass binary``, cached by the binary's bytes and the tools' identities."""
+def disassemble(binary: Path, cache_root: Path | None = None, *, function: str | None = None) -> str:
+    """``cuobjdump -sass binary``, cached by the binary's bytes and the tools' identities.
+    ``function`` (a symbol, the mangled name of a C++ kernel) limits it to that function, for
+    every architecture the binary holds (``cuobjdump -fun``): a library of many kernels is then
+    not disassembled whole."""
     cuobjdump = _find(_nvcc.find_cuobjdump)
     nvdisasm = _find(_nvcc.find_nvdisasm)
     refuse_shell_metacharacters(binary, "binary")
@@ -169,12 +172,17 @@ def disassemble(binary: Path, cache_root: Path | None = None) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolchainMissing(f"cannot run {cuobjdump} or {nvdisasm}: {exc}") from exc
     data = binary.read_bytes()
-    base = digest_fields([("layout", _KEY_VERSION), ("tools", tools), ("binary", hashlib.sha256(data).hexdigest())])
+    fields = [("layout", _KEY_VERSION), ("tools", tools), ("binary", hashlib.sha256(data).hexdigest())]
+    selection = ["-fun", function] if function is not None else []
+    if function is not None:
+        refuse_shell_metacharacters(function, "function name")
+        fields.append(("function", function))
+    base = digest_fields(fields)
     cache = _nvcc.cache_for(cache_root, "static-sass", BUILD_LOCK_TIMEOUT_S)
 
     def build(staging: Path) -> Built:
         env = dict(os.environ, PATH=f"{nvdisasm.parent}{os.pathsep}{os.environ.get('PATH', '')}", TMPDIR=str(staging))
-        command = [str(cuobjdump), "-sass", str(binary)]
+        command = [str(cuobjdump), "-sass", *selection, str(binary)]
         try:
             done = run_tool(command, timeout_s=DISASSEMBLY_TIMEOUT_S, cwd=staging, env=env)
         except subprocess.TimeoutExpired:
@@ -188,7 +196,7 @@ def disassemble(binary: Path, cache_root: Path | None = None) -> str:
         (staging / "sass.txt").write_text(done.stdout, encoding="utf-8")
         return Built(files=("sass.txt",), dependencies=(), meta={"command": command})
 
-    entry = cache.get_or_build(base, build, what=f"disassembling {binary.name}")
+    entry = cache.get_or_build(base, build, what=f"disassembling {function or binary.name}")
     return entry.path("sass.txt").read_text(encoding="utf-8")
 
 
