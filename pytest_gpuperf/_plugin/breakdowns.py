@@ -7,13 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf._report.breakdown import explain, side_lines
-from pytest_gpuperf._timing.breakdown import Breakdown
+from pytest_gpuperf._report.breakdown import INDENT, explain, side_lines
+from pytest_gpuperf._timing.breakdown import Breakdown, KernelTime, diff
 from pytest_gpuperf._timing.results import Variant
 
 __all__ = ["Breakdowns"]
+
+BINARIES_EXPLAINED = 1  # the kernel that moved most: its binaries are found and disassembled
+BINARY_LINES = 5
+MAX_LINE = 220
 
 STORED_SIGNIFICANT_DIGITS = 4
 
@@ -21,9 +26,10 @@ STORED_SIGNIFICANT_DIGITS = 4
 class Breakdowns:
     """Takes breakdowns through the session's backend while holding the GPU."""
 
-    def __init__(self, backend: Any, gpu_lock: Callable[[], AbstractContextManager[Any]]):
+    def __init__(self, backend: Any, gpu_lock: Callable[[], AbstractContextManager[Any]], rootdir: Path):
         self._take = getattr(backend, "breakdown", None)
         self._gpu_lock = gpu_lock
+        self._rootdir = rootdir
 
     def take(self, variant: Variant) -> Breakdown | str:
         """The breakdown of ``variant``, or why there is none (never an exception)."""
@@ -40,10 +46,22 @@ class Breakdowns:
         """The breakdown of ``variant`` as a record carries it, or why there is none."""
         return as_json(self.take(variant))
 
-    def against(self, variant: Variant, rev: Variant, label: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-        """Both sides' breakdowns (now, at ``label``) and the lines saying what changed."""
+    def against(
+        self, variant: Variant, rev: Variant, label: str, rev_root: Path
+    ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]], list[str]]:
+        """Both sides' breakdowns (now, at ``label`` whose tree is ``rev_root``), the binaries of
+        the kernel that moved most explained (resources, SASS diff), and the lines saying it all."""
         now, then = self.take(variant), self.take(rev)
-        return as_json(now), as_json(then), explain(then, now, label, "now", _names(then, now))
+        lines = explain(then, now, label, "now", _names(then, now))
+        binaries: list[dict[str, Any]] = []
+        if isinstance(now, Breakdown) and isinstance(then, Breakdown):
+            for change in diff(then, now).moved[:BINARIES_EXPLAINED]:
+                if change.before is None or change.after is None:
+                    continue
+                kernel = explain_binaries(change.before, change.after, rev_root, self._rootdir)
+                binaries.append(kernel.to_json())
+                lines += [INDENT + line for line in binary_lines(kernel)]
+        return as_json(now), as_json(then), binaries, lines
 
     def baseline(self, variant: Variant, stored: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
         """The breakdown of ``variant`` now, and the lines saying what changed since the one stored
@@ -73,6 +91,39 @@ class Breakdowns:
                 else [f"no kernel breakdown of {name!r}: {taken}"]
             )
         return fields, lines
+
+
+def explain_binaries(before: KernelTime, after: KernelTime, before_root: Path, after_root: Path) -> Any:
+    """The kernel's binary on each side (each side's builds told apart by their source tree where
+    the plugin built them) explained: resources and SASS diff (``_diagnose``). Where one file is
+    all that defines the kernel (a cache that records no source), the sides cannot be told apart:
+    only the one side is read."""
+    from pytest_gpuperf._diagnose.binaries import find_binary
+    from pytest_gpuperf._diagnose.explain import explain_kernel
+
+    found_after = find_binary(after.name, source_root=after_root)
+    found_before = find_binary(before.name, source_root=before_root)
+    if found_before.binary is not None and found_before.binary == found_after.binary:
+        return explain_kernel(
+            after.name,
+            None,
+            found_after,
+            dynamic_smem=(before.dynamic_smem, after.dynamic_smem),
+        )
+    return explain_kernel(after.name, found_before, found_after, dynamic_smem=(before.dynamic_smem, after.dynamic_smem))
+
+
+def binary_lines(kernel: Any) -> list[str]:
+    """A few terminal lines of a ``KernelDiff``: where neither side's binary was found, one line
+    naming the places searched (the report keeps the whole search)."""
+    if kernel.before is None and kernel.after is None:
+        return [
+            f"{kernel.name}: no binary of it found on either side (searched the plugin's nvcc and static-tier "
+            "caches, CuPy's and Triton's caches and torch extensions; the JSON report lists the folders)"
+        ]
+    return [
+        line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..." for line in kernel.render_lines(BINARY_LINES)
+    ]
 
 
 def as_json(taken: Breakdown | str) -> dict[str, Any]:

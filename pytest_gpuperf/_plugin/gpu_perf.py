@@ -44,7 +44,7 @@ class GpuPerf:
         self._module = _module_path(item)
         self._test_key = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
         self._pairing: Any = None  # REV's variants of this test (--gpu-perf-against), built on first use
-        self._breakdowns = Breakdowns(session.backend, session.gpu_lock)
+        self._breakdowns = Breakdowns(session.backend, session.gpu_lock, item.config.rootpath)
         self._shared: dict[Hashable, Any] = {}
 
     # -- public API -------------------------------------------------------------------
@@ -288,8 +288,14 @@ class GpuPerf:
                 text = format_against_failure(pair, check, self._session.against_label)
                 rev = self._rev_variant(variant) if explain and variant is not None else None
                 if rev is not None and variant is not None:
-                    now, then, lines = self._breakdowns.against(variant, rev, self._session.against_label)
+                    revision = self._session.against
+                    assert revision is not None
+                    now, then, binaries, lines = self._breakdowns.against(
+                        variant, rev, self._session.against_label, revision.root
+                    )
                     record["breakdown"], record["breakdown_against"] = now, then
+                    if binaries:
+                        record["kernel_binaries"] = binaries
                     text = "\n".join([text, *lines])
                 if check.verdict is Verdict.INCONCLUSIVE:
                     record["on_inconclusive"] = self.settings.inconclusive

@@ -20,6 +20,7 @@ class _MeasurementNote(OnInconclusive, total=False):
     levels: dict[str, Any]  # update mode: the replaced entry's stored levels, kept (the new time sits at one)
     breakdown: dict[str, Any]  # the kernels of one launch (Breakdown.to_json), or {"unavailable": why}
     breakdown_against: dict[str, Any]  # the same for --gpu-perf-against's revision
+    kernel_binaries: list[dict[str, Any]]  # the kernel that moved most, from its binaries on each side
 
 
 class MeasurementRecord(_MeasurementNote):

@@ -124,6 +124,8 @@ def git(root: Path, *args: str) -> None:
 def project(pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """A committed project whose kernel 'gemm' takes 90% of 10 us."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for cache in ("CUPY_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR"):  # the binaries' search
+        monkeypatch.setenv(cache, str(tmp_path / cache.lower()))
     pytester.mkpydir("mylib")
     write_kernels(pytester.path, 0.9, 10e-6)
     pytester.makepyfile(test_perf=PROJECT_TEST)
@@ -144,10 +146,12 @@ def test_a_failure_against_a_revision_names_the_kernel_that_moved(pytester: pyte
         "*moved: gemm  * us -> 10.* us  +2?.?% ?+*%, +*%?",
         "*moved: norm  * us -> 1.1* us  +*%*",
         "*the kernels sum to 109% of the launch at now, 100% at HEAD (*)",
+        "*gemm: no binary of it found on either side (searched the plugin's nvcc and static-tier caches,*",
     ])
     record = json.loads((project / "report.json").read_text())["tests"][0]["measurements"][0]
     assert [k["name"] for k in record["breakdown"]["kernels"]] == ["gemm", "norm"]
     assert record["breakdown_against"]["kernels"][0]["median_s"] == pytest.approx(9e-6, rel=0.01)
+    assert [k["kernel"] for k in record["kernel_binaries"]] == ["gemm"]
 
 
 def test_an_update_stores_the_breakdown_and_a_later_failure_compares_with_it(
