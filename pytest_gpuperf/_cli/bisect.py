@@ -104,13 +104,13 @@ def summary_lines(result: Bisection) -> list[str]:
             f"no culprit: BAD {result.bad} is not slower than GOOD {result.good}: every check against GOOD passed",
             cost,
         ]
-    steps = {result.commits[i].sha: step for i, step in result.steps}
-    if result.candidates == result.commits and steps[result.bad.sha].verdict is Verdict.UNDECIDED:
+    if result.steps[0][1].verdict is Verdict.UNDECIDED:  # BAD's own step
         return [
             f"not isolated: BAD {result.bad} could not be told apart from GOOD, even at {RETRY_FACTOR:g} times the "
             "budget; run again with a longer --budget",
             cost,
         ]
+    steps = {result.commits[i].sha: step for i, step in result.steps}
     lines = [f"not isolated: the first bad commit is one of these {len(result.candidates)}:"]
     for commit in result.candidates:
         step = steps.get(commit.sha)

@@ -141,6 +141,8 @@ def _check_bad(step: StepResult, pytest_args: Sequence[str]) -> None:
             f"pytest selected no perf test at BAD {step.commit.short} with the arguments {args}: {last.reason}; "
             "name perf tests that exist at GOOD and BAD after --, e.g. -- tests/test_perf.py::test_speed"
         )
+    if last.exit_status is None:
+        raise GpuPerfError(f"BAD {step.commit.short} cannot be timed: {last.reason}")
     if last.exit_status in (0, 1):
         raise GpuPerfUsageError(
             f"at BAD {step.commit.short}, the perf tests selected by {args} timed nothing against GOOD: "

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gpuperf._diagnose.bisect_search import Verdict
-from pytest_gpuperf._diagnose.commits import Commit, Repository
+from pytest_gpuperf._diagnose.commits import CheckoutError, Commit, Repository
 from pytest_gpuperf._store.reports import load_report
 from pytest_gpuperf.errors import GpuPerfError
 
@@ -85,7 +85,7 @@ class Attempt:
     """One pytest run of a step."""
 
     budget: float | None  # the sampling budget the run used, as its report says
-    exit_status: int
+    exit_status: int | None  # pytest's; None where pytest did not run
     verdict: Verdict
     checks: tuple[Check, ...]  # the checks that decided the verdict
     reason: str  # why it was skipped or undecided
@@ -181,17 +181,19 @@ class Stepper:
     def run(self, commit: Commit, targets: Collection[Target] | None, announce: Callable[[str], None]) -> StepResult:
         """Time ``commit`` against GOOD; an undecided run is timed again once with a longer budget,
         after ``announce`` says so."""
-        with self.repo.worktree(commit, self.scratch / commit.short) as tree:
-            cwd = tree / self.repo.prefix
-            if not cwd.is_dir():
-                why = f"the folder {self.repo.prefix} does not exist at this commit"
-                return StepResult(commit, (Attempt(None, 0, Verdict.SKIP, (), why, {}, 0.0),))
-            attempts = [self._attempt(commit, cwd, targets, self.budget, 1)]
-            first = attempts[0]
-            if first.verdict is Verdict.UNDECIDED and first.budget is not None:
-                longer = first.budget * RETRY_FACTOR
-                announce(f"undecided at a budget of {first.budget:g} s; timing it again at {longer:g} s")
-                attempts.append(self._attempt(commit, cwd, targets, longer, 2))
+        try:
+            with self.repo.worktree(commit, self.scratch / commit.short) as tree:
+                cwd = tree / self.repo.prefix
+                if not cwd.is_dir():
+                    return _not_run(commit, f"the folder {self.repo.prefix} does not exist at this commit")
+                attempts = [self._attempt(commit, cwd, targets, self.budget, 1)]
+                first = attempts[0]
+                if first.verdict is Verdict.UNDECIDED and first.budget is not None:
+                    longer = first.budget * RETRY_FACTOR
+                    announce(f"undecided at a budget of {first.budget:g} s; timing it again at {longer:g} s")
+                    attempts.append(self._attempt(commit, cwd, targets, longer, 2))
+        except CheckoutError as exc:
+            return _not_run(commit, str(exc))
         return StepResult(commit, tuple(attempts))
 
     def arguments(self, report: Path, budget: float | None) -> list[str]:
@@ -227,6 +229,10 @@ class Stepper:
         failures = {c.test: texts[c.test] for c in checks if c.verdict == "fail" and c.test in texts}
         used = data.get("settings", {}).get("budget")
         return Attempt(_number(used), status, verdict, checks, reason, failures, seconds)
+
+
+def _not_run(commit: Commit, why: str) -> StepResult:
+    return StepResult(commit, (Attempt(None, None, Verdict.SKIP, (), why, {}, 0.0),))
 
 
 def _detail(log: Path) -> str:

@@ -20,6 +20,10 @@ from pytest_gpuperf.errors import GpuPerfError, GpuPerfUsageError
 WORKTREE_TIMEOUT_S = 600.0  # a checkout of a large repository with hooks (git-lfs) takes a while
 
 
+class CheckoutError(GpuPerfError):
+    """A commit could not be checked out into a worktree."""
+
+
 @dataclass(frozen=True)
 class Commit:
     sha: str
@@ -109,8 +113,11 @@ class Repository:
         when the block ends, by an error or Ctrl-C too."""
         try:
             self.git(["worktree", "add", "--detach", "--quiet", str(folder), commit.sha], timeout_s=WORKTREE_TIMEOUT_S)
+        except GpuPerfError as exc:
+            self._remove(folder)
+            raise CheckoutError(f"{commit.short} cannot be checked out: {exc}") from None
         except BaseException:
-            self._remove(folder)  # what a failed or interrupted checkout left
+            self._remove(folder)  # what an interrupted checkout left
             raise
         try:
             yield folder

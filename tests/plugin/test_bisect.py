@@ -6,7 +6,6 @@ run the real ``python -m pytest`` subprocess are the missing-test error (collect
 slow end-to-end search."""
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from pytest_gpuperf._cli.main import main
 from pytest_gpuperf._diagnose import bisect_step
 from pytest_gpuperf._diagnose.bisect_search import Search, Verdict, most_steps
 from pytest_gpuperf._diagnose.bisect_step import judge
+from pytest_gpuperf._diagnose.commits import CheckoutError, Repository
 
 TEST_MODULE = """
 import pytest
@@ -219,6 +219,24 @@ def test_a_skipped_commit_just_before_the_culprit_leaves_both_as_candidates(
     start = lines.index("not isolated: the first bad commit is one of these 2:")
     assert lines[start + 1].startswith(f"  {shas[1][:12]} commit 2  skip (pytest exit status 2")
     assert lines[start + 2] == f"  {shas[2][:12]} commit 3  bad"
+
+
+def test_a_commit_that_cannot_be_checked_out_is_skipped(
+    history: Callable[..., list[str]], inprocess: list[list[str]], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shas = history([FAST, FAST, SLOW])
+    real = Repository.worktree
+
+    def worktree(self: Repository, commit: Any, folder: Path) -> Any:
+        if commit.sha == shas[1]:
+            raise CheckoutError(f"{commit.short} cannot be checked out: git worktree add failed: disk full")
+        return real(self, commit, folder)
+
+    monkeypatch.setattr(Repository, "worktree", worktree)
+    code, out, _ = gpuperf_bisect(capsys, "--good", shas[0], "--budget", "0.1")
+    assert code == 3 and len(inprocess) == 1
+    assert f"  {shas[1][:12]} commit 2  skip ({shas[1][:12]} cannot be checked out: git worktree add failed: disk full)" in out
 
 
 # Found by trying seeds: at a spread of 5%, this seed leaves a 3% slowdown INCONCLUSIVE at 0.05 s
