@@ -20,9 +20,9 @@ from pathlib import Path
 from pytest_gpuperf._diagnose.bisect_search import Search, Verdict, most_steps
 from pytest_gpuperf._diagnose.bisect_step import NO_TESTS, OWNED, Runner, Stepper, StepResult
 from pytest_gpuperf._diagnose.commits import Commit, Repository
-from pytest_gpuperf.errors import GpuPerfError, GpuPerfUsageError
+from pytest_gpuperf.errors import GateFailure, GpuPerfError, GpuPerfUsageError
 
-GATE_FAILURE = "pytest_gpuperf.errors.GateFailure: "  # how pytest names a gate's failure in its message
+GATE_FAILURE = f"{GateFailure.__module__}.{GateFailure.__qualname__}: "  # how pytest's message starts
 
 
 class Outcome(enum.Enum):
@@ -80,7 +80,7 @@ def run_bisect(request: Request, cwd: Path, report: Callable[[str], None], runne
     result = Bisection(Outcome.NOT_ISOLATED, good, bad, commits)
     report(
         f"bisecting {len(commits)} commit(s) after GOOD {good} up to BAD {bad}: "
-        f"{most_steps(len(commits))} timed step(s) if none is skipped, BAD first"
+        f"at most {most_steps(len(commits))} timed step(s) if none is skipped, BAD first"
     )
     with tempfile.TemporaryDirectory(prefix="gpuperf-bisect-") as scratch:
         stepper = Stepper(repo, good, request.pytest_args, Path(scratch), request.budget, runner)

@@ -35,6 +35,8 @@ PYTEST_EXIT = {
     5: "no tests collected",
 }
 NO_TESTS = (4, 5)  # what pytest answers to a selection that names no test there
+# The plugin's options each step sets itself; the user's pytest arguments must leave them out.
+OWNED = ("--gpu-perf-against", "--gpu-perf-json", "--gpu-perf-update-baselines", "--gpu-perf-budget")
 
 # (pytest arguments, folder to run in, file for its output) -> pytest's exit status
 Runner = Callable[[Sequence[str], Path, Path], int]
@@ -162,9 +164,6 @@ def check_name(test: str, key: str) -> str:
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
-
-
-OWNED = ("--gpu-perf-against", "--gpu-perf-json", "--gpu-perf-update-baselines", "--gpu-perf-budget")
 
 
 @dataclass
