@@ -329,22 +329,28 @@ def test_a_step_runs_pytest_with_this_interpreter_in_the_checkout(tmp_path: Path
     assert log.read_text().startswith(f"pytest {pytest.__version__}")
 
 
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
 def test_the_worktree_is_removed_when_a_step_raises(
     history: Callable[..., list[str]], capsys: pytest.CaptureFixture[str], pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, error: type[BaseException],
 ) -> None:
     shas = history([FAST, SLOW])
     seen: list[Path] = []
 
-    def interrupted(args: Sequence[str], cwd: Path, log: Path) -> int:
+    def raises(args: Sequence[str], cwd: Path, log: Path) -> int:
         seen.append(cwd)
         assert (cwd / "mylib" / "speed.py").read_text() == f"SECONDS = {SLOW!r}\nCOMMIT = 2\n"  # BAD's checkout
         assert len(worktrees(pytester.path)) == 2
-        raise KeyboardInterrupt
+        assert cwd.parent.stat().st_mode & 0o777 == 0o700, "the steps' folder is private"
+        raise error
 
-    monkeypatch.setattr(bisect_step, "run_pytest", interrupted)
-    code, _, err = gpuperf_bisect(capsys, "--good", shas[0])
-    assert code == 130 and err == "gpuperf bisect: interrupted; the worktrees were removed\n"
+    monkeypatch.setattr(bisect_step, "run_pytest", raises)
+    if error is KeyboardInterrupt:
+        code, _, err = gpuperf_bisect(capsys, "--good", shas[0])
+        assert code == 130 and err == "gpuperf bisect: interrupted; the worktrees were removed\n"
+    else:
+        with pytest.raises(error):
+            main(["bisect", "--good", shas[0]])
     assert worktrees(pytester.path) == [f"worktree {pytester.path}"] and not seen[0].exists()
     assert not seen[0].parent.exists(), "the private scratch folder is gone too"
 
