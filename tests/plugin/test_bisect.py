@@ -136,6 +136,29 @@ def test_skipped_commits_next_to_the_first_bad_one_leave_a_range() -> None:
     assert probed == [2, 1, 3, 4]
 
 
+def test_the_commits_searched_are_bad_s_first_parent_history_after_good(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+
+    def empty(message: str) -> str:
+        git(root, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", message)
+        return git(root, "rev-parse", "HEAD").strip()
+
+    a = empty("a")
+    git(root, "checkout", "-q", "-b", "side")
+    s1 = empty("s1")
+    empty("s2")
+    git(root, "checkout", "-q", "main")
+    empty("m1")
+    git(root, "-c", "user.email=t@example.com", "-c", "user.name=t", "merge", "-q", "--no-ff", "side", "-m", "merge")
+    empty("after")
+    repo = Repository.at(root)
+    head = repo.commit("HEAD", "BAD")
+    assert [c.subject for c in repo.between(repo.commit(a, "GOOD"), head)] == ["m1", "merge", "after"]
+    assert [c.subject for c in repo.between(repo.commit(s1, "GOOD"), head)] == ["merge", "after"]  # GOOD on the branch
+
+
 # -- a step's verdict from its report -------------------------------------------------------------
 def report(*checks: tuple[str, str | None], failure: str | None = None) -> dict[str, Any]:
     """A report of one test whose variants have these (name, verdict against GOOD; None: unpaired)."""
