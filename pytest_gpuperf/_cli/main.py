@@ -6,12 +6,13 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from pytest_gpuperf._cli import check, diff, export, levels, listing, margins, migrate, plots, prune, report
+from pytest_gpuperf._cli import bisect, check, diff, export, levels, listing, margins, migrate, plots, prune, report
 from pytest_gpuperf._cli.arguments import CommandLineError
 from pytest_gpuperf.errors import GpuPerfError
 
 PROG = "gpuperf"
-SUBCOMMANDS = (listing, check, diff, prune, report, export, plots, migrate, margins, levels)  # in --help's order
+# In --help's order.
+SUBCOMMANDS = (listing, check, diff, prune, report, export, plots, migrate, margins, levels, bisect)
 
 __all__ = ["main", "build_parser", "version"]
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 ROLE_KEY = "gpu_perf_role"  # user property on a test skipped for want of a GPU: "perf" or "gpu"
 MAX_LISTED = 10  # missing-baseline notes and shifted comparisons listed in the terminal summary
+FAILURE_CHARS = 20_000  # of a failed perf test's message kept in the JSON report
 
 
 class RunHooks:
@@ -24,6 +25,7 @@ class RunHooks:
     def __init__(self, session: GpuPerfSession):
         self.s = session
         self.outcomes: dict[str, str] = {}
+        self.failures: dict[str, str] = {}  # a failed perf test's message, for the JSON report
         self.no_gpu: Counter[str] = Counter()  # tests skipped for want of a GPU, by role
         self.no_gpu_reason: str | None = None
         self.written: list[Any] = []  # outputs.OutputOutcome of each file written at session end
@@ -48,6 +50,8 @@ class RunHooks:
         records = [value for key, value in report.user_properties if key == RECORD_KEY and is_record(value)]
         if records:
             self.outcomes[report.nodeid] = report.outcome
+            if report.failed:
+                self.failures[report.nodeid] = failure_text(report)
         for record in records:
             self.s.collect(record)
         if records and not self.s.is_worker and self.s.config.get_verbosity() > 0:
@@ -91,6 +95,7 @@ class RunHooks:
         payload = build_json(
             records=self.s.records,
             outcomes=self.outcomes,
+            failures=self.failures,
             skip_reasons=self.s.skip_reasons,
             changes=self.s.baseline_changes,
             settings=self.s.settings.to_json(),
@@ -212,3 +217,13 @@ def _write_listed(tr: Any, header: str, lines: list[str]) -> None:
         tr.write_line("  " + line)
     if len(lines) > MAX_LISTED:
         tr.write_line(f"  ... and {len(lines) - MAX_LISTED} more (see the JSON report)")
+
+
+def failure_text(report: pytest.TestReport) -> str:
+    """What a failed test's exception said, as pytest shows it after ``E`` (the whole message of a
+    gate's failure, without the traceback), cut at ``FAILURE_CHARS``."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = str(crash.message) if crash is not None else report.longreprtext
+    if len(text) > FAILURE_CHARS:
+        text = text[:FAILURE_CHARS] + f"\n[{len(text) - FAILURE_CHARS:,} more characters left out]"
+    return text

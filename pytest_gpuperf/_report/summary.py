@@ -436,6 +436,7 @@ def build_json(
     *,
     records: Sequence[Record],
     outcomes: dict[str, str],
+    failures: Mapping[str, str] | None = None,
     skip_reasons: Counter[str],
     changes: Sequence[BaselineChange],
     settings: dict[str, Any],
@@ -451,6 +452,8 @@ def build_json(
             "figures": [],
             "static": [],
         }
+        if failures and nodeid in failures:
+            tests[nodeid]["failure"] = failures[nodeid]
     for r in records:
         t = tests.setdefault(
             r["test"],

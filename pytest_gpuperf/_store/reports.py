@@ -154,6 +154,7 @@ class _Checker:
         self.count(t, at)
         self.text(t.get("nodeid"), f"{at}.nodeid")
         self.text(t.get("outcome"), f"{at}.outcome", optional=True)
+        self.text(t.get("failure"), f"{at}.failure", optional=True)
         for j, m in enumerate(self.seq(t.get("measurements", []), f"{at}.measurements")):
             self.measurement(m, f"{at}.measurements[{j}]")
         for j, c in enumerate(self.seq(t.get("comparisons", []), f"{at}.comparisons")):

@@ -69,12 +69,15 @@ def test_a_slower_working_tree_fails_against_the_revision(
     pytester: pytest.Pytester, fake_gpu: Callable[..., None], project: Path
 ) -> None:
     fake_gpu(times={"k": 10.6e-6, "k@rev": 10e-6})
-    result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD")
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD", "--gpu-perf-json=report.json")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "*performance REGRESSION: 'k' is ?.?% slower than at HEAD (*), timed in the same rounds",
         "*threshold 1.0250x = 1 + tolerance 5% / 2: the whole interval lies above it",
     ])
+    failure = json.loads((project / "report.json").read_text())["tests"][0]["failure"]
+    assert failure.startswith("pytest_gpuperf.errors.GateFailure: performance REGRESSION: 'k' is ")
+    assert failure.splitlines()[-1] == "  threshold 1.0250x = 1 + tolerance 5% / 2: the whole interval lies above it"
 
 
 def test_a_launch_that_names_its_fake_time_is_as_slow_as_its_revision_made_it(
