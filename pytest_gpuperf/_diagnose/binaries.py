@@ -21,7 +21,7 @@ import json
 import mmap
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,9 @@ LOCATIONS: tuple[tuple[str, str], ...] = (
 DEFAULT_MAX_FILES = 2000
 DEFAULT_MAX_BYTES = 1 << 30
 _FOLDER_SUFFIXES = (".cubin", ".fatbin", ".so", ".o")
+_CUPY_DIGEST_MIN = 32  # hex digits of the digest CuPy writes in front of a cached module
+_CUPY_NAMES_MARK = b"\x93CUPYNE"  # CuPy's table of name_expressions, between the digest and the cubin
+_CUPY_HEAD_BYTES = 1 << 20
 _ELF_MAGIC = b"\x7fELF"
 _HEX_DIGITS = frozenset(b"0123456789abcdefABCDEF")
 
@@ -333,14 +336,21 @@ def _locations(
 
 
 def _device_code_offset(path: Path, found_in: str) -> int | None:
-    """Where the device code starts in a CuPy cache file (after the hex digest CuPy writes in
-    front), 0 elsewhere; None for a CuPy file that holds no cubin (PTX, or damaged)."""
+    """Where the device code starts in a CuPy cache file, 0 elsewhere; None for a CuPy file that
+    holds no cubin (PTX, or damaged). CuPy writes a hex digest in front of the cubin, and for a
+    module built with ``name_expressions`` a table of the mangled names after the digest
+    (``\x93CUPYNE``...)."""
     if found_in != "cupy cache":
         return 0
     with open(path, "rb") as fh:
-        head = fh.read(128)
-    at = head.find(_ELF_MAGIC)
-    if at < 0 or not all(b in _HEX_DIGITS for b in head[:at]):
+        head = fh.read(_CUPY_HEAD_BYTES)
+    digest = 0
+    while digest < len(head) and head[digest] in _HEX_DIGITS:
+        digest += 1
+    if digest < _CUPY_DIGEST_MIN:
+        return None
+    at = head.find(_ELF_MAGIC, digest)
+    if at < 0 or (at != digest and not head.startswith(_CUPY_NAMES_MARK, digest)):
         return None
     return at
 
@@ -370,13 +380,16 @@ def find_binary(
     source_root: str | os.PathLike[str] | None = None,
     max_files: int = DEFAULT_MAX_FILES,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    accept: Callable[[Binary], bool] | None = None,
 ) -> BinarySearch:
     """The newest binary that defines ``kernel`` (the driver's name for it), searched in the order
     of :data:`LOCATIONS`. ``extra`` are the registered paths. ``source_root`` keeps, in the
     plugin's own caches, only builds of sources under that folder (one side's checkout, when the
     two sides of a comparison were both built into the cache); the other caches do not record
     their sources and are searched as they are. Never raises for a missing tool or location: the
-    result says what was searched and skipped."""
+    result says what was searched and skipped. ``accept`` (optional) passes over a binary that
+    defines the kernel but is not the one wanted (its resources differ from what the driver
+    reported for the loaded kernel, say)."""
     if not kernel or "\0" in kernel:
         raise ValueError(f"kernel: expected a symbol name, got {kernel!r}")
     walk = _Walk(max_files=max_files, max_bytes=max_bytes)
@@ -387,7 +400,7 @@ def find_binary(
         if folder is None and not binaries:
             continue
         read_before = walk.files_read
-        hit = _first_match(binaries, kernel, needle, walk)
+        hit = _first_match(binaries, kernel, needle, walk, accept)
         where = f" in {folder}" if folder is not None else ""
         searched.append(f"{found_in}: {walk.files_read - read_before} files{where}")
         if hit is not None:
@@ -399,7 +412,9 @@ def find_binary(
     return BinarySearch(kernel, None, tuple(searched), tuple(walk.skipped), walk.files_read)
 
 
-def _first_match(binaries: Sequence[Binary], kernel: str, needle: bytes, walk: _Walk) -> tuple[Binary, bool] | None:
+def _first_match(
+    binaries: Sequence[Binary], kernel: str, needle: bytes, walk: _Walk, accept: Callable[[Binary], bool] | None
+) -> tuple[Binary, bool] | None:
     for binary in binaries:
         if walk.files_read >= walk.max_files:
             return None
@@ -413,7 +428,7 @@ def _first_match(binaries: Sequence[Binary], kernel: str, needle: bytes, walk: _
             continue
         candidate = dataclasses.replace(binary, offset=offset)
         try:
-            if _lists_function(candidate, kernel):
+            if _lists_function(candidate, kernel) and (accept is None or accept(candidate)):
                 return candidate, True
         except ToolchainMissing:
             return candidate, False

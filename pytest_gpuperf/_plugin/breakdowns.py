@@ -101,8 +101,8 @@ def explain_binaries(before: KernelTime, after: KernelTime, before_root: Path, a
     from pytest_gpuperf._diagnose.binaries import find_binary
     from pytest_gpuperf._diagnose.explain import explain_kernel
 
-    found_after = find_binary(after.name, source_root=after_root)
-    found_before = find_binary(before.name, source_root=before_root)
+    found_after = find_binary(after.name, source_root=after_root, accept=_same_registers(after))
+    found_before = find_binary(before.name, source_root=before_root, accept=_same_registers(before))
     if found_before.binary is not None and found_before.binary == found_after.binary:
         return explain_kernel(
             after.name,
@@ -111,6 +111,23 @@ def explain_binaries(before: KernelTime, after: KernelTime, before_root: Path, a
             dynamic_smem=(before.dynamic_smem, after.dynamic_smem),
         )
     return explain_kernel(after.name, found_before, found_after, dynamic_smem=(before.dynamic_smem, after.dynamic_smem))
+
+
+def _same_registers(kernel: KernelTime) -> Callable[[Any], bool]:
+    """Accepts a binary whose kernel uses as many registers as the loaded one did: two caches'
+    builds of one kernel name (Triton's, CuPy's) are often told apart by that alone."""
+
+    def accept(binary: Any) -> bool:
+        from pytest_gpuperf._diagnose.resources import read_kernel
+
+        if kernel.registers is None:
+            return True
+        try:
+            return read_kernel(kernel.name, binary).registers in (None, kernel.registers)
+        except Exception:  # unreadable here: let the explanation say why
+            return True
+
+    return accept
 
 
 def binary_lines(kernel: Any) -> list[str]:

@@ -312,6 +312,25 @@ def test_the_first_location_holding_the_kernel_wins_newest_file_first(fake_cuda:
     assert "cupy cache: 3 files in" in (absent.reason or "") and "triton cache: 1 files in" in (absent.reason or "")
 
 
+def test_a_cupy_module_built_with_name_expressions_is_read_behind_its_table_of_names(fake_cuda: Path) -> None:
+    """CuPy writes the digest, then ``\\x93CUPYNE`` and the mangled names, then the cubin."""
+    table = b"\x93CUPYNE\x00\x01\x00\x00\x00" + len(KERNEL).to_bytes(4, "little") + KERNEL.encode()
+    cached = fake_binary(fake_cuda / ".cupy" / "kernel_cache" / "t_2.cubin", KERNEL, prefix=b"a" * 40 + table)
+    found = find_binary(KERNEL)
+    assert found.binary == Binary(cached, "cupy cache", offset=40 + len(table)) and found.confirmed
+    fake_binary(fake_cuda / ".cupy" / "kernel_cache" / "u_2.cubin", "_Z5otherv", prefix=b"a" * 40 + b"junk")
+    assert find_binary("_Z5otherv").binary is None, "bytes between the digest and the cubin that are no table"
+
+
+def test_binaries_the_caller_does_not_accept_are_passed_over(fake_cuda: Path) -> None:
+    old = fake_binary(fake_cuda / ".triton" / "cache" / "h1" / "scale.cubin", KERNEL)
+    new = fake_binary(fake_cuda / ".triton" / "cache" / "h2" / "scale.cubin", KERNEL)
+    os.utime(old, (1_000, 1_000))
+    os.utime(new, (2_000, 2_000))
+    assert find_binary(KERNEL).binary == Binary(new, "triton cache")
+    assert find_binary(KERNEL, accept=lambda b: b.path != new).binary == Binary(old, "triton cache")
+
+
 def test_a_name_the_tool_does_not_list_is_no_match(fake_cuda: Path) -> None:
     # The bytes hold the name (a host-side string, say) but cuobjdump lists no such function.
     fake_binary(fake_cuda / ".triton" / "cache" / "h1" / "k.cubin", "_Z4hostv")
