@@ -81,7 +81,8 @@ class BinarySearch:
         if self.binary is not None:
             return None
         where = "; ".join(self.searched) or "nowhere (no location exists)"
-        return f"no binary defines {self.kernel} (searched {where})"
+        skipped = f"; skipped {len(self.skipped)}: " + "; ".join(self.skipped[:3]) if self.skipped else ""
+        return f"no binary defines {self.kernel} (searched {where}){skipped}"
 
     def render_lines(self, limit: int = 3) -> list[str]:
         """At most ``limit`` lines for a terminal: where the binary is, or what was searched."""
@@ -432,6 +433,8 @@ def _first_match(
                 return candidate, True
         except ToolchainMissing:
             return candidate, False
-        except (UnreadableBinary, OSError):
+        except (UnreadableBinary, OSError) as exc:
+            # it holds the name, so say why it was not taken (a cubin newer than cuobjdump, say)
+            walk.skip(f"{binary.path} holds the name but cannot be read: {' '.join(str(exc).split())[:160]}")
             continue
     return None

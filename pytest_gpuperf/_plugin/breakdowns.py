@@ -134,9 +134,16 @@ def binary_lines(kernel: Any) -> list[str]:
     """A few terminal lines of a ``KernelDiff``: where neither side's binary was found, one line
     naming the places searched (the report keeps the whole search)."""
     if kernel.before is None and kernel.after is None:
+        unreadable = " cannot be read" in f"{kernel.before_missing} {kernel.after_missing}"
         return [
             f"{kernel.name}: no binary of it found on either side (searched the plugin's nvcc and static-tier "
-            "caches, CuPy's and Triton's caches and torch extensions; the JSON report lists the folders)"
+            "caches, CuPy's and Triton's caches and torch extensions"
+            + (
+                "; some hold its name but cuobjdump cannot read them, e.g. a cubin from a newer NVRTC"
+                if unreadable
+                else ""
+            )
+            + "; the JSON report lists the folders)"
         ]
     return [
         line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..." for line in kernel.render_lines(BINARY_LINES)

@@ -322,6 +322,17 @@ def test_a_cupy_module_built_with_name_expressions_is_read_behind_its_table_of_n
     assert find_binary("_Z5otherv").binary is None, "bytes between the digest and the cubin that are no table"
 
 
+def test_a_file_holding_the_name_that_cuobjdump_cannot_read_is_named_as_skipped(fake_cuda: Path) -> None:
+    """NVRTC newer than the toolkit's cuobjdump writes cubins that cuobjdump calls empty."""
+    unreadable = fake_cuda / ".triton" / "cache" / "h1" / "scale.cubin"
+    unreadable.parent.mkdir(parents=True)
+    unreadable.write_bytes(b"\x7fELF\0" + KERNEL.encode() + b"\0")  # the stand-in refuses it as cuobjdump 13.0 did
+    found = find_binary(KERNEL)
+    assert found.binary is None
+    assert any(str(unreadable) in s and "holds the name but cannot be read" in s for s in found.skipped)
+    assert "skipped 1: " in (found.reason or "")
+
+
 def test_binaries_the_caller_does_not_accept_are_passed_over(fake_cuda: Path) -> None:
     old = fake_binary(fake_cuda / ".triton" / "cache" / "h1" / "scale.cubin", KERNEL)
     new = fake_binary(fake_cuda / ".triton" / "cache" / "h2" / "scale.cubin", KERNEL)
