@@ -43,7 +43,7 @@ def diff_lines(
     moved, reconfigured = d.moved, [c for c in d.reconfigured if c not in d.moved]
     for c in moved[:limit]:
         lines.append(INDENT + _moved_line(c, show))
-        extra = _config_and_resources(c)
+        extra = _config_and_resources(c) or _unchanged_resources(c)
         if extra:
             lines.append(INDENT * 2 + extra)
     for c in reconfigured[: max(0, limit - len(moved))]:
@@ -144,6 +144,18 @@ def _config_and_resources(c: KernelChange) -> str:
             continue  # already in the configuration
         parts.append(f"{RESOURCE_LABELS.get(name, name)} {_amount(name, b)} -> {_amount(name, a)}")
     return "; ".join(parts)
+
+
+def _unchanged_resources(c: KernelChange) -> str:
+    """For a kernel that moved with the same launch and resources on both sides: say so, so the
+    reader looks at its code, not its configuration."""
+    if c.before is None or c.after is None:
+        return ""
+    known = c.after.resources()
+    if not known:
+        return ""
+    shown = ", ".join(f"{RESOURCE_LABELS.get(k, k)} {_amount(k, v)}" for k, v in known.items())
+    return f"same launch and resources ({shown})"
 
 
 def _how(b: Breakdown) -> str:

@@ -76,7 +76,9 @@ def test_another_instance_of_a_template_is_paired_with_the_one_it_replaced() -> 
     d = diff(before, after)
     assert [(c.before_key, c.key) for c in d.moved] == [("_Z5heavyILi64EEvPfi", "_Z5heavyILi80EEvPfi")]
     names = {"_Z5heavyILi64EEvPfi": "heavy<64>", "_Z5heavyILi80EEvPfi": "heavy<80>"}
-    assert "moved: heavy<64> -> heavy<80>  14 us -> 16 us  +14.3% [" in "\n".join(diff_lines(d, "a", "b", names))
+    text = "\n".join(diff_lines(d, "a", "b", names))
+    assert "moved: heavy<64> -> heavy<80>  14 us -> 16 us  +14.3% [" in text
+    assert "same launch and resources (dynamic smem 0 B)" in text
 
 
 def test_a_breakdown_survives_json_and_a_malformed_one_is_refused_by_name() -> None:
