@@ -34,16 +34,22 @@ def shapes(ndim: int, min_side: int = 1, max_side: int = 512) -> st.SearchStrate
     return st.tuples(*[sizes(min_side, max_side) for _ in range(ndim)])
 
 
-def finite_floats(dtype: Any = np.float32, magnitude: float = 8.0) -> st.SearchStrategy[float]:
-    """Finite values representable in ``dtype`` within ±magnitude (no NaN or inf)."""
+def finite_floats(dtype: Any = np.float32, magnitude: float = 8.0, subnormal: bool = False) -> st.SearchStrategy[float]:
+    """Finite values representable in ``dtype`` within ±magnitude (no NaN or inf). Subnormal
+    values only with ``subnormal=True``: GPU code often flushes them to zero (a CuPy elementwise
+    multiply did on an H100; ``-use_fast_math`` and Triton do), which a float64 reference does not,
+    so a kernel's test would fail on an input it was never meant for."""
     size = np.dtype(dtype).itemsize
     width: Literal[16, 32, 64] = 16 if size <= 2 else 32 if size == 4 else 64
-    return st.floats(-magnitude, magnitude, allow_nan=False, allow_infinity=False, width=width)
+    return st.floats(
+        -magnitude, magnitude, allow_nan=False, allow_infinity=False, allow_subnormal=subnormal, width=width
+    )
 
 
-def arrays(dtype: Any, shape: Any, magnitude: float = 8.0) -> st.SearchStrategy[np.ndarray]:
-    """NumPy arrays of finite values; kernels get them copied to the device by the test."""
-    return hnp.arrays(np.dtype(dtype), shape, elements=finite_floats(dtype, magnitude))
+def arrays(dtype: Any, shape: Any, magnitude: float = 8.0, subnormal: bool = False) -> st.SearchStrategy[np.ndarray]:
+    """NumPy arrays of finite values (subnormal ones only when asked: see ``finite_floats``);
+    kernels get them copied to the device by the test."""
+    return hnp.arrays(np.dtype(dtype), shape, elements=finite_floats(dtype, magnitude, subnormal))
 
 
 def seeds() -> st.SearchStrategy[int]:
