@@ -26,10 +26,17 @@ STORED_SIGNIFICANT_DIGITS = 4
 class Breakdowns:
     """Takes breakdowns through the session's backend while holding the GPU."""
 
-    def __init__(self, backend: Any, gpu_lock: Callable[[], AbstractContextManager[Any]], rootdir: Path):
+    def __init__(
+        self,
+        backend: Any,
+        gpu_lock: Callable[[], AbstractContextManager[Any]],
+        rootdir: Path,
+        binaries: tuple[str, ...] = (),
+    ):
         self._take = getattr(backend, "breakdown", None)
         self._gpu_lock = gpu_lock
         self._rootdir = rootdir
+        self._binaries = binaries  # --gpu-perf-binaries: searched first
 
     def take(self, variant: Variant) -> Breakdown | str:
         """The breakdown of ``variant``, or why there is none (never an exception)."""
@@ -58,7 +65,7 @@ class Breakdowns:
             for change in diff(then, now).moved[:BINARIES_EXPLAINED]:
                 if change.before is None or change.after is None:
                     continue
-                kernel = explain_binaries(change.before, change.after, rev_root, self._rootdir)
+                kernel = explain_binaries(change.before, change.after, rev_root, self._rootdir, self._binaries)
                 binaries.append(kernel.to_json())
                 lines += [INDENT + line for line in binary_lines(kernel)]
         return as_json(now), as_json(then), binaries, lines
@@ -93,7 +100,9 @@ class Breakdowns:
         return fields, lines
 
 
-def explain_binaries(before: KernelTime, after: KernelTime, before_root: Path, after_root: Path) -> Any:
+def explain_binaries(
+    before: KernelTime, after: KernelTime, before_root: Path, after_root: Path, registered: tuple[str, ...] = ()
+) -> Any:
     """The kernel's binary on each side (each side's builds told apart by their source tree where
     the plugin built them) explained: resources and SASS diff (``_diagnose``). Where one file is
     all that defines the kernel (a cache that records no source), the sides cannot be told apart:
@@ -101,8 +110,8 @@ def explain_binaries(before: KernelTime, after: KernelTime, before_root: Path, a
     from pytest_gpuperf._diagnose.binaries import find_binary
     from pytest_gpuperf._diagnose.explain import explain_kernel
 
-    found_after = find_binary(after.name, source_root=after_root, accept=_same_registers(after))
-    found_before = find_binary(before.name, source_root=before_root, accept=_same_registers(before))
+    found_after = find_binary(after.name, extra=registered, source_root=after_root, accept=_same_registers(after))
+    found_before = find_binary(before.name, extra=registered, source_root=before_root, accept=_same_registers(before))
     if found_before.binary is not None and found_before.binary == found_after.binary:
         return explain_kernel(
             after.name,

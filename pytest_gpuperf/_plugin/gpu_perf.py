@@ -44,7 +44,7 @@ class GpuPerf:
         self._module = _module_path(item)
         self._test_key = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else item.name
         self._pairing: Any = None  # REV's variants of this test (--gpu-perf-against), built on first use
-        self._breakdowns = Breakdowns(session.backend, session.gpu_lock, item.config.rootpath)
+        self._breakdowns = Breakdowns(session.backend, session.gpu_lock, item.config.rootpath, settings.binaries)
         self._shared: dict[Hashable, Any] = {}
 
     # -- public API -------------------------------------------------------------------

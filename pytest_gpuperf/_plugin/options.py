@@ -142,6 +142,12 @@ def _file_path(text: Any) -> str:
     return value
 
 
+def _path_list(text: Any) -> tuple[str, ...]:
+    """Paths or globs separated by commas (or given as a list in an ini file)."""
+    items = text if isinstance(text, (list, tuple)) else str(text).split(",")
+    return tuple(str(item).strip() for item in items if str(item).strip())
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting: ``name`` gives ``--gpu-perf-<name>``, ini ``gpu_perf_<name>``, env ``GPU_PERF_<NAME>``."""
@@ -296,6 +302,15 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="{auto,all,off}",
     ),
     Setting(
+        "binaries",
+        "Binaries to search first for the kernel a failing check names (cubins, fatbins, shared libraries, or "
+        "folders of them; globs allowed; comma-separated, relative to the rootdir), before the plugin's build "
+        "caches and CuPy's, Triton's and torch's.",
+        _path_list,
+        (),
+        metavar="PATHS",
+    ),
+    Setting(
         "missing-baseline",
         "When this GPU has no stored baseline for a variant: pass (and say how to record one), skip, or fail.",
         _choice("pass", "skip", "fail"),
@@ -441,9 +456,11 @@ def _type_and_default(s: Setting) -> str:
     if s.parse is _bool and not s.flag_only:
         kind = "on/off"  # a value, not a switch: --gpu-perf-calibrate=off (no --no- form)
     else:
-        kind = kinds.get(s.parse) or ("architectures" if s.parse is _arch_list else s.metavar or "number")
+        kind = kinds.get(s.parse) or (
+            "architectures" if s.parse is _arch_list else "paths" if s.parse is _path_list else s.metavar or "number"
+        )
     if isinstance(s.default, tuple):
-        default = ",".join(s.default)
+        default = ",".join(s.default) or "none"
     elif s.default is None:
         default = "none"
     elif isinstance(s.default, bool):
@@ -508,6 +525,7 @@ class Settings:
     gpu_only: bool = False
     full: bool = False
     breakdown: str = "auto"
+    binaries: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings:
@@ -543,6 +561,7 @@ class Settings:
             full=values["full"],
             quiet_wait=values["quiet-wait"],
             breakdown=values["breakdown"],
+            binaries=tuple(str(config.rootpath / b) for b in values["binaries"]),
         )
 
     def to_json(self) -> dict[str, Any]:

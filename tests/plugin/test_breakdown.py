@@ -298,3 +298,19 @@ def test_gpuperf_report_shows_the_kernels_of_a_failed_check(pytester: pytest.Pyt
     assert main(["plots", str(project / "report.json"), str(project / "plots")]) == 0
     page = (project / "plots" / "index.html").read_text()
     assert "<h2>Kernels of the failed and undecided checks</h2>" in page and "moved: gemm  " in page
+
+
+def test_registered_binaries_are_searched_first(pytester: pytest.Pytester, project: Path) -> None:
+    """--gpu-perf-binaries reaches the search: a file there naming the kernel is read (this one
+    is no cubin, so it is named as unreadable) before any cache."""
+    (project / "bins").mkdir()
+    (project / "bins" / "gemm.cubin").write_bytes(b"\x7fELF\0gemm\0")
+    write_kernels(project, 0.99, 11e-6)
+    result = pytester.runpytest(
+        "--gpu-perf", "--gpu-perf-against=HEAD", "--gpu-perf-binaries=bins/*.cubin", "--gpu-perf-json=report.json"
+    )
+    result.assert_outcomes(failed=1)
+    record = json.loads((project / "report.json").read_text())["tests"][0]["measurements"][0]
+    (explained,) = record["kernel_binaries"]
+    # read by cuobjdump where it is installed (and refused: no cubin), taken unconfirmed where not
+    assert str(project / "bins" / "gemm.cubin") in json.dumps(explained)
