@@ -291,7 +291,7 @@ class GpuPerf:
                     revision = self._session.against
                     assert revision is not None
                     now, then, binaries, lines = self._breakdowns.against(
-                        variant, rev, self._session.against_label, revision.root
+                        variant, rev.renamed(variant.name + "@rev"), self._session.against_label, revision.root
                     )
                     record["breakdown"], record["breakdown_against"] = now, then
                     if binaries:

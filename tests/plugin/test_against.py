@@ -77,7 +77,9 @@ def test_a_slower_working_tree_fails_against_the_revision(
     ])
     failure = json.loads((project / "report.json").read_text())["tests"][0]["failure"]
     assert failure.startswith("pytest_gpuperf.errors.GateFailure: performance REGRESSION: 'k' is ")
-    assert failure.splitlines()[-1] == "  threshold 1.0250x = 1 + tolerance 5% / 2: the whole interval lies above it"
+    lines = failure.splitlines()
+    assert "  threshold 1.0250x = 1 + tolerance 5% / 2: the whole interval lies above it" in lines
+    assert any(line.startswith("  moved: fake_kernel  ") for line in lines), "the kernel breakdown follows"
 
 
 def test_a_launch_that_names_its_fake_time_is_as_slow_as_its_revision_made_it(
