@@ -27,7 +27,7 @@ from typing import Any
 
 from pytest_gpuperf._compile.cuda_module import ToolchainMissing
 from pytest_gpuperf._diagnose.device_code import Binary, UnreadableBinary, cuobjdump, tool_input
-from pytest_gpuperf._store.private_dir import default_cache_root
+from pytest_gpuperf._store.private_dir import default_cache_root, replaceable_from
 from pytest_gpuperf.errors import UnsafePathError
 
 __all__ = [
@@ -143,13 +143,9 @@ def _unsafe_folder(folder: Path) -> str | None:
         return f"{folder}: {exc.strerror or exc}"
     if st.st_mode & stat.S_IWOTH:
         return f"{folder} is writable by every user"
-    for parent in Path(os.path.realpath(folder)).parents:
-        try:
-            pst = os.stat(parent)
-        except OSError:
-            continue
-        if pst.st_mode & stat.S_IWOTH and not pst.st_mode & stat.S_ISVTX:
-            return f"{folder} lies inside {parent}, which every user can write and which lacks the sticky bit"
+    parent = replaceable_from(folder)
+    if parent is not None:
+        return f"{folder} lies inside {parent}, which every user can write and which lacks the sticky bit"
     return None
 
 

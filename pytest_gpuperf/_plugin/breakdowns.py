@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from pytest_gpuperf._report.breakdown import INDENT, explain, side_lines
+from pytest_gpuperf._report.breakdown import INDENT, diff_lines, explain, side_lines
 from pytest_gpuperf._timing.breakdown import Breakdown, KernelTime, diff
 from pytest_gpuperf._timing.results import Variant
 
@@ -51,7 +51,8 @@ class Breakdowns:
 
     def json(self, variant: Variant) -> dict[str, Any]:
         """The breakdown of ``variant`` as a record carries it, or why there is none."""
-        return as_json(self.take(variant))
+        taken = self.take(variant)
+        return as_json(taken, display_names(taken))
 
     def against(
         self, variant: Variant, rev: Variant, label: str, rev_root: Path
@@ -59,31 +60,34 @@ class Breakdowns:
         """Both sides' breakdowns (now, at ``label`` whose tree is ``rev_root``), the binaries of
         the kernel that moved most explained (resources, SASS diff), and the lines saying it all."""
         now, then = self.take(variant), self.take(rev)
-        lines = explain(then, now, label, "now", _names(then, now))
+        names = display_names(then, now)
+        if not (isinstance(now, Breakdown) and isinstance(then, Breakdown)):
+            return as_json(now, names), as_json(then, names), [], explain(then, now, label, "now", names)
+        changes = diff(then, now)
+        lines = diff_lines(changes, label, "now", names)
         binaries: list[dict[str, Any]] = []
-        if isinstance(now, Breakdown) and isinstance(then, Breakdown):
-            for change in diff(then, now).moved[:BINARIES_EXPLAINED]:
-                if change.before is None or change.after is None:
-                    continue
-                kernel = explain_binaries(change.before, change.after, rev_root, self._rootdir, self._binaries)
-                binaries.append(kernel.to_json())
-                lines += [INDENT + line for line in binary_lines(kernel)]
-        return as_json(now), as_json(then), binaries, lines
+        for change in changes.moved[:BINARIES_EXPLAINED]:
+            if change.before is None or change.after is None:
+                continue
+            kernel = explain_binaries(change.before, change.after, rev_root, self._rootdir, self._binaries)
+            binaries.append(kernel.to_json())
+            lines += [INDENT + line for line in binary_lines(kernel)]
+        return as_json(now, names), as_json(then, names), binaries, lines
 
     def baseline(self, variant: Variant, stored: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
         """The breakdown of ``variant`` now, and the lines saying what changed since the one stored
         with the baseline."""
         now = self.take(variant)
         if stored is None:
+            names = display_names(now)
             lines = ["the baseline stores no kernel breakdown (one is stored when it is re-recorded)"]
-            return as_json(now), lines + (
-                side_lines(now, "now", display_names(now)) if isinstance(now, Breakdown) else []
-            )
+            return as_json(now, names), lines + (side_lines(now, "now", names) if isinstance(now, Breakdown) else [])
         try:
             then: Breakdown | str = Breakdown.from_json(stored)
         except ValueError as exc:
             then = f"the stored one is unreadable: {exc}"
-        return as_json(now), explain(then, now, "the baseline", "now", _names(then, now))
+        names = display_names(then, now)
+        return as_json(now, names), explain(then, now, "the baseline", "now", names)
 
     def sides(self, variants: Mapping[str, Variant]) -> tuple[dict[str, Any], list[str]]:
         """Each variant's kernels, by name (a claim between two variants compares different code)."""
@@ -91,9 +95,10 @@ class Breakdowns:
         lines: list[str] = []
         for name, variant in variants.items():
             taken = self.take(variant)
-            fields[name] = as_json(taken)
+            names = display_names(taken)
+            fields[name] = as_json(taken, names)
             lines += (
-                side_lines(taken, repr(name), display_names(taken))
+                side_lines(taken, repr(name), names)
                 if isinstance(taken, Breakdown)
                 else [f"no kernel breakdown of {name!r}: {taken}"]
             )
@@ -159,13 +164,14 @@ def binary_lines(kernel: Any) -> list[str]:
     ]
 
 
-def as_json(taken: Breakdown | str) -> dict[str, Any]:
-    """A breakdown as records carry it, with readable names for mangled ones (``display_names``:
-    a saved report is read where no demangler may be installed), or why there is none."""
+def as_json(taken: Breakdown | str, names: Mapping[str, str]) -> dict[str, Any]:
+    """A breakdown as records carry it, with the readable names (``display_names``) of its
+    mangled ones, since a saved report is read where no demangler may be installed; or why there
+    is none."""
     if not isinstance(taken, Breakdown):
         return {"unavailable": taken}
-    names = {k: v for k, v in display_names(taken).items() if k != v}
-    return taken.to_json() | ({"display_names": names} if names else {})
+    own = {k.name: names[k.name] for k in taken.kernels if names.get(k.name, k.name) != k.name}
+    return taken.to_json() | ({"display_names": own} if own else {})
 
 
 def stored_form(record_field: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -179,14 +185,12 @@ def stored_form(record_field: Mapping[str, Any] | None) -> dict[str, Any] | None
     return {key: value for key, value in record_field.items() if key != "coverage"} | {"kernels": kernels}
 
 
-def _names(*sides: Breakdown | str) -> dict[str, str]:
-    return {k: v for side in sides if isinstance(side, Breakdown) for k, v in display_names(side).items()}
-
-
-def display_names(b: Breakdown) -> dict[str, str]:
-    """Readable names for mangled kernel names (the demangled name without parameters; the raw
-    name where no demangler is installed)."""
-    names = [k.name for k in b.kernels]
+def display_names(*sides: Breakdown | str) -> dict[str, str]:
+    """Readable names for the mangled kernel names of ``sides`` (the demangled name without
+    parameters; the raw name where no demangler is installed), from one demangler call."""
+    names = sorted({k.name for side in sides if isinstance(side, Breakdown) for k in side.kernels})
+    if not names:
+        return {}
     try:
         from pytest_gpuperf._compile.kernel_report import demangle, kernel_key
 

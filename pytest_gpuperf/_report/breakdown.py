@@ -137,7 +137,7 @@ def _config_and_resources(c: KernelChange) -> str:
     if c.reconfigured and c.before is not None and c.after is not None:
         calls = f", {c.before.calls} -> {c.after.calls} calls" if c.before.calls != c.after.calls else ""
         parts.append(f"{c.before.configuration} -> {c.after.configuration}{calls}")
-    elif c.after is not None and (c.before is None or c.after is None):
+    elif c.before is None and c.after is not None:
         parts.append(c.after.configuration)
     for name, (b, a) in sorted(c.resource_changes().items()):
         if name == "dynamic_smem" and c.reconfigured:

@@ -17,7 +17,14 @@ from pathlib import Path
 
 from pytest_gpuperf.errors import UnsafePathError
 
-__all__ = ["CACHE_ENV", "cache_folder", "check_private_dir", "default_cache_root", "ensure_private_dir"]
+__all__ = [
+    "CACHE_ENV",
+    "cache_folder",
+    "check_private_dir",
+    "default_cache_root",
+    "ensure_private_dir",
+    "replaceable_from",
+]
 
 CACHE_ENV = "GPU_PERF_CACHE_DIR"
 
@@ -96,13 +103,22 @@ def check_private_dir(path: Path, *, env: str | None = CACHE_ENV) -> None:
             f"cache folder {path} is writable by {'others' if mode & stat.S_IWOTH else 'its group'} (mode {mode:04o}); "
             f"another user could plant a binary there. Run `chmod 700 {path}` or {advice}"
         )
+    parent = replaceable_from(path)
+    if parent is not None:
+        raise UnsafePathError(
+            f"cache folder {path} lies inside {parent}, which every user can write and which lacks the "
+            f"sticky bit, so another user could replace the cache folder; {advice}"
+        )
+
+
+def replaceable_from(path: Path) -> Path | None:
+    """The first folder above ``path`` that every user can write and that lacks the sticky bit
+    (so another user could replace what lies below it), or None."""
     for parent in Path(os.path.realpath(path)).parents:
         try:
             pst = os.stat(parent)
         except OSError:
             continue
         if pst.st_mode & stat.S_IWOTH and not pst.st_mode & stat.S_ISVTX:
-            raise UnsafePathError(
-                f"cache folder {path} lies inside {parent}, which every user can write and which lacks the "
-                f"sticky bit, so another user could replace the cache folder; {advice}"
-            )
+            return parent
+    return None

@@ -19,6 +19,7 @@ from typing import Any
 
 from pytest_gpuperf._timing import audit, graphs, kernel_nodes, streams
 from pytest_gpuperf._timing.breakdown import Breakdown, KernelTime
+from pytest_gpuperf._timing.kernel_names import identifier
 
 REPEATS = 30
 _Key = tuple[str, tuple[int, int, int], tuple[int, int, int], int]
@@ -101,8 +102,6 @@ def _is_kernel(event: Any) -> bool:
 
 def _same_kernel(node_name: str, traced_name: str) -> bool:
     """Whether CUPTI's (demangled) name is the node's: its unqualified identifier appears in it."""
-    from pytest_gpuperf._timing.kernel_names import identifier
-
     return identifier(node_name) in traced_name
 
 
