@@ -268,11 +268,11 @@ class GpuPerf:
             record["on_inconclusive"] = self.settings.inconclusive
             self._emit_measurement(record, variant)
             return None
-        explain = variant is not None and self.settings.breakdown != "off"
+        explain = variant if self.settings.breakdown != "off" else None  # the variant to break down
         if self.settings.update_baselines:
             record["verdict"] = str(Verdict.RECORDED)
-            if explain and variant is not None:
-                record["breakdown"] = self._breakdowns.json(variant)
+            if explain is not None:
+                record["breakdown"] = self._breakdowns.json(explain)
             try:
                 old = store.lookup(self.device.key, self._module, key)
             except BaselineFileError:  # the update refuses to write that file, and says so at the end
@@ -286,12 +286,12 @@ class GpuPerf:
             record["verdict"] = str(check.verdict)
             if check.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
                 text = format_against_failure(pair, check, self._session.against_label)
-                rev = self._rev_variant(variant) if explain and variant is not None else None
-                if rev is not None and variant is not None:
+                rev = self._rev_variant(explain) if explain is not None else None
+                if explain is not None and rev is not None:
                     revision = self._session.against
                     assert revision is not None
                     now, then, binaries, lines = self._breakdowns.against(
-                        variant, rev.renamed(variant.name + "@rev"), self._session.against_label, revision.root
+                        explain, rev.renamed(explain.name + "@rev"), self._session.against_label, revision.root
                     )
                     record["breakdown"], record["breakdown_against"] = now, then
                     if binaries:
@@ -323,8 +323,8 @@ class GpuPerf:
                 text = format_regression_failure(
                     m, entry, check, self.device.key, store.path_for(self.device.key, self._module)
                 )
-                if explain and variant is not None:
-                    record["breakdown"], lines = self._breakdowns.baseline(variant, entry.extra.get("breakdown"))
+                if explain is not None:
+                    record["breakdown"], lines = self._breakdowns.baseline(explain, entry.extra.get("breakdown"))
                     text = "\n".join([text, *lines])
                 if verdict is Verdict.FAIL:
                     failure = text
