@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pytest_gpuperf._gates.detectable import detectable_slowdown
 from pytest_gpuperf._gates.levels import judge_levels, too_close
 from pytest_gpuperf._gates.stats import Estimate, Interval, estimate_from_interval
 from pytest_gpuperf._gates.verdict import Bands, Verdict, regression_threshold, regression_verdict
@@ -75,6 +76,18 @@ class RegressionCheck:
         return self.threshold >= self.tolerance
 
     @property
+    def detectable(self) -> float | None:
+        """The smallest slowdown this check catches at its error rate (``detectable``), or None
+        where its batches may not decide."""
+        return detectable_slowdown(self.slowdown, self.threshold, self.independent)
+
+    @property
+    def sees_tolerance(self) -> bool:
+        """Whether a slowdown of the tolerance is within what this check catches."""
+        d = self.detectable
+        return d is not None and d <= self.tolerance
+
+    @property
     def note(self) -> str | None:
         """What a blind check says of itself, and what would let it see its tolerance."""
         if not self.blind:
@@ -105,6 +118,8 @@ class RegressionCheck:
             "calibrated_by": self.calibrated_by,
             "independent": self.independent,
             "tolerance_blind": self.blind,
+            "detectable_slowdown": self.detectable,
+            "sees_tolerance": self.sees_tolerance,
             "verdict": str(self.verdict),
         }
 

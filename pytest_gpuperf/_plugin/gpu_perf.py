@@ -113,7 +113,7 @@ class GpuPerf:
             )
             if f
         ]
-        summary = c.summary()
+        summary = c.summary() | {"gpu_seconds": c.wall_s, "budget_s": policy.budget_s}
         if c.verdict is Verdict.INCONCLUSIVE:
             summary["on_inconclusive"] = self.settings.inconclusive
         explained: list[str] = []
@@ -261,6 +261,7 @@ class GpuPerf:
             "baseline": entry.to_json() if entry else None,
             "regression": None,
             "verdict": str(Verdict.MEASURED),
+            "budget_s": self._session.policy(self.settings).budget_s,
         }
         failure = None
         if m.contended:
@@ -282,7 +283,10 @@ class GpuPerf:
                 record["levels"] = kept
         elif pair is not None:
             check = check_against(pair, self.settings.tolerance)
-            record["regression"] = check.summary() | {"against": self._session.against_label}
+            record["regression"] = check.summary() | {
+                "against": self._session.against_label,
+                "gpu_seconds": pair.wall_s,
+            }
             record["verdict"] = str(check.verdict)
             if check.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
                 text = format_against_failure(pair, check, self._session.against_label)
@@ -317,7 +321,8 @@ class GpuPerf:
         elif entry is not None:
             check = check_regression(m, entry, self.settings.tolerance, self.settings.bands)
             verdict = check.verdict
-            record["regression"] = check.summary()
+            # inside a speedup claim the variant's wall_s is 0: the claim's gpu_seconds covers it
+            record["regression"] = check.summary() | {"gpu_seconds": m.wall_s or None}
             record["verdict"] = str(verdict)
             if verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):
                 text = format_regression_failure(

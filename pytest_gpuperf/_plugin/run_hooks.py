@@ -139,6 +139,7 @@ class RunHooks:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.s.is_worker:
             return
+        from pytest_gpuperf._report.sight import unseen_lines
         from pytest_gpuperf._report.summary import (
             format_changes,
             health_lines,
@@ -165,6 +166,8 @@ class RunHooks:
             for entry in group:
                 tr.write_line("  " + entry.line)
         for line in blind_lines(self.s.records):
+            tr.write_line(line)
+        for line in unseen_lines(self.s.records, self.s.settings.tolerance):
             tr.write_line(line)
         missing = [
             r["note"].split(" (looked in")[0] for r in self.s.records if r["kind"] == "measurement" and "note" in r

@@ -21,6 +21,7 @@ class _MeasurementNote(OnInconclusive, total=False):
     breakdown: dict[str, Any]  # the kernels of one launch (Breakdown.to_json), or {"unavailable": why}
     breakdown_against: dict[str, Any]  # the same for --gpu-perf-against's revision
     kernel_binaries: list[dict[str, Any]]  # the kernel that moved most, from its binaries on each side
+    budget_s: float  # the sampling budget in force for the measurement (``gpuperf plan`` reads it)
 
 
 class MeasurementRecord(_MeasurementNote):

@@ -11,6 +11,7 @@ from typing import Any, cast
 from pytest_gpuperf._report import markdown as md
 from pytest_gpuperf._report.breakdown import record_lines
 from pytest_gpuperf._report.records import ComparisonRecord, MeasurementRecord, Record
+from pytest_gpuperf._report.sight import DEFAULT_TOLERANCE, unseen_lines
 from pytest_gpuperf._report.summary import VERDICT_LEGEND, fmt_time, summary_rows
 from pytest_gpuperf._report.table import markdown_table, text_table
 from pytest_gpuperf._report.undecided import OPTION, blind_lines, groups, undecided, workflow_commands
@@ -133,6 +134,12 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
     if blind := blind_lines(records):
         out += ["", heading("Regression checks blind to their tolerance")]
         out += [f"- {md.text(line)}" if markdown else f"  {line}" for line in blind]
+    if sight := unseen_lines(records, _tolerance(data)):
+        out += ["", heading("What the checks can see")]
+        out += [
+            (f"{'  ' if line.startswith('  ') else ''}- {md.text(line.strip())}" if markdown else f"  {line}")
+            for line in sight
+        ]
     if notes:
         out += ["", heading("Notes")] + [f"- {md.text(n)}" if markdown else f"  {n}" for n in notes]
     return "\n".join(out) + "\n"
@@ -142,6 +149,19 @@ def format_annotations(data: Mapping[str, Any]) -> str:
     """GitHub Actions workflow commands for the report's inconclusive results and blind checks."""
     records = report_records(data)
     return "".join(line + "\n" for line in workflow_commands(undecided(records, _policy(data)), records))
+
+
+def _tolerance(data: Mapping[str, Any]) -> float:
+    """The run's --gpu-perf-tolerance, which a claim is held to (``sight``)."""
+    settings = data.get("settings")
+    try:
+        return (
+            float(settings["tolerance"])
+            if isinstance(settings, Mapping) and "tolerance" in settings
+            else DEFAULT_TOLERANCE
+        )
+    except (TypeError, ValueError):
+        return DEFAULT_TOLERANCE
 
 
 def _policy(data: Mapping[str, Any]) -> str:

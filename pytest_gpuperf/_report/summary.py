@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_gpuperf._report.sight import DEFAULT_TOLERANCE, sight_json
 from pytest_gpuperf._report.table import text_table
 from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
@@ -495,4 +496,12 @@ def build_json(
         ],
         "summary": dict(verdict_counts(records)),
         "health": health_summary(records),
+        "sight": sight_json(records, _tolerance(settings)),
     }
+
+
+def _tolerance(settings: Mapping[str, Any]) -> float:
+    try:
+        return float(settings.get("tolerance", DEFAULT_TOLERANCE))
+    except (TypeError, ValueError):
+        return DEFAULT_TOLERANCE

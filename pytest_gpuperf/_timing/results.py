@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from pytest_gpuperf._gates.detectable import detectable_claim_slowdown
 from pytest_gpuperf._gates.stats import Estimate, Interval, LevelShift
 from pytest_gpuperf._gates.verdict import Verdict
 
@@ -330,6 +331,15 @@ class Comparison:
     def speedup_interval(self) -> Interval:
         return Interval(self.speedup, self.ci_low, self.ci_high, self.confidence)
 
+    @property
+    def detectable(self) -> float | None:
+        """How much slower than its margin the fast variant must be for the claim to FAIL at its
+        error rate (``detectable``); None for a claim with no margin or undecidable batches."""
+        if self.at_least is None:
+            return None
+        independent = self.estimate.independent if self.estimate is not None else True
+        return detectable_claim_slowdown(self.speedup_interval, independent)
+
     def summary(self) -> ComparisonSummary:
         return {
             "fast": self.fast.name,
@@ -346,4 +356,5 @@ class Comparison:
             "estimate": self.estimate.summary() if self.estimate else None,
             "looks": self.looks,
             "wall_s": self.wall_s,
+            "detectable_slowdown": self.detectable,
         }

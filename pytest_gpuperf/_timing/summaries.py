@@ -45,6 +45,8 @@ class MeasurementSummary(TypedDict):
 
 class _ComparisonNote(OnInconclusive, total=False):
     breakdowns: dict[str, Any]  # a claim that failed or is undecided: each variant's kernels, by name
+    gpu_seconds: float  # the seconds the claim held the GPU (wall_s): warm-up, capture, sampling
+    budget_s: float  # the sampling budget in force for the claim (``gpuperf plan`` reads it)
 
 
 class ComparisonSummary(_ComparisonNote):
@@ -64,3 +66,4 @@ class ComparisonSummary(_ComparisonNote):
     estimate: dict[str, Any] | None
     looks: int
     wall_s: float
+    detectable_slowdown: float | None
