@@ -79,13 +79,13 @@ def sights(records: Iterable[Record], default_tolerance: float = DEFAULT_TOLERAN
     records = list(records)
     tolerance_of: dict[str, float] = {}
     for r in records:
-        if r["kind"] == "measurement" and (reg := r.get("regression")):
-            tolerance_of.setdefault(r["test"], float(reg["tolerance"]))
+        if r["kind"] == "measurement" and _complete(reg := r.get("regression")):
+            tolerance_of.setdefault(r["test"], float(reg["tolerance"]))  # type: ignore[index]
     out: list[Sight] = []
     for r in records:
-        if r["kind"] == "measurement" and (reg := r.get("regression")):
+        if r["kind"] == "measurement" and _complete(reg := r.get("regression")):
             out.append(_regression_sight(f"{r['test']}::{r['measurement']['name']}", reg))
-        elif r["kind"] == "comparison" and r["comparison"].get("at_least") is not None:
+        elif r["kind"] == "comparison" and _complete(r["comparison"], CLAIM_FIELDS):
             c = r["comparison"]
             tolerance = tolerance_of.get(r["test"], default_tolerance)
             detectable = c.get("detectable_slowdown") if "detectable_slowdown" in c else _claim_detectable(c)
@@ -94,6 +94,18 @@ def sights(records: Iterable[Record], default_tolerance: float = DEFAULT_TOLERAN
             where = f"{r['test']}: {c['fast']} vs {c['baseline']}"
             out.append(Sight(where, "claim", detectable, tolerance, float(seconds) if seconds else None, cause, detail))
     return out
+
+
+REGRESSION_FIELDS = ("slowdown", "ci_low", "ci_high", "tolerance")
+CLAIM_FIELDS = ("speedup", "ci_low", "ci_high", "at_least")
+
+
+def _complete(data: Any, fields: tuple[str, ...] = REGRESSION_FIELDS) -> bool:
+    """Whether ``data`` holds a number in each of ``fields`` (a report's check, or an older or
+    stripped one that cannot be judged here and is left out)."""
+    return isinstance(data, Mapping) and all(
+        isinstance(data.get(f), (int, float)) and not isinstance(data.get(f), bool) for f in fields
+    )
 
 
 def _regression_sight(where: str, reg: Mapping[str, Any]) -> Sight:

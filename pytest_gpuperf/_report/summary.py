@@ -8,7 +8,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_gpuperf._report.sight import DEFAULT_TOLERANCE, sight_json
 from pytest_gpuperf._report.table import text_table
 from pytest_gpuperf._store.schema_versions import REPORT_SCHEMA
 
@@ -496,12 +495,15 @@ def build_json(
         ],
         "summary": dict(verdict_counts(records)),
         "health": health_summary(records),
-        "sight": sight_json(records, _tolerance(settings)),
+        "sight": _sight(records, settings),
     }
 
 
-def _tolerance(settings: Mapping[str, Any]) -> float:
+def _sight(records: Sequence[Record], settings: Mapping[str, Any]) -> dict[str, Any]:
+    from pytest_gpuperf._report.sight import DEFAULT_TOLERANCE, sight_json  # lazily: it loads the statistics
+
     try:
-        return float(settings.get("tolerance", DEFAULT_TOLERANCE))
+        tolerance = float(settings.get("tolerance", DEFAULT_TOLERANCE))
     except (TypeError, ValueError):
-        return DEFAULT_TOLERANCE
+        tolerance = DEFAULT_TOLERANCE
+    return sight_json(records, tolerance)

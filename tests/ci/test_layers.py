@@ -18,7 +18,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"testing"}),
     frozenset({"_report"}),
     frozenset({"_compile", "_counters"}),
-    frozenset({"_diagnose"}),
+    frozenset({"_diagnose", "_plan"}),
     frozenset({"_plugin"}),
     frozenset({"_cli", "strategies"}),
     frozenset({"plugin", "__init__", "__main__", "bench", "schemas"}),
