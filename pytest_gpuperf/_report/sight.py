@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from pytest_gpuperf._gates.detectable import detectable_claim_slowdown, detectable_slowdown, log_halfwidth
 from pytest_gpuperf._gates.stats import SERIAL_ALPHA, Interval
@@ -80,7 +80,7 @@ def sights(records: Iterable[Record], default_tolerance: float = DEFAULT_TOLERAN
     tolerance_of: dict[str, float] = {}
     for r in records:
         if r["kind"] == "measurement" and _complete(reg := r.get("regression")):
-            tolerance_of.setdefault(r["test"], float(reg["tolerance"]))  # type: ignore[index]
+            tolerance_of.setdefault(r["test"], float(reg["tolerance"]))
     out: list[Sight] = []
     for r in records:
         if r["kind"] == "measurement" and _complete(reg := r.get("regression")):
@@ -100,7 +100,7 @@ REGRESSION_FIELDS = ("slowdown", "ci_low", "ci_high", "tolerance")
 CLAIM_FIELDS = ("speedup", "ci_low", "ci_high", "at_least")
 
 
-def _complete(data: Any, fields: tuple[str, ...] = REGRESSION_FIELDS) -> bool:
+def _complete(data: Any, fields: tuple[str, ...] = REGRESSION_FIELDS) -> TypeGuard[Mapping[str, Any]]:
     """Whether ``data`` holds a number in each of ``fields`` (a report's check, or an older or
     stripped one that cannot be judged here and is left out)."""
     return isinstance(data, Mapping) and all(
