@@ -268,7 +268,9 @@ class VariantCollector:
         self.device = real.device
         self.settings = real.settings
         self.variants: dict[str, Variant] = {}
-        self.calls: list[tuple[Any, ...]] = []  # ("measure", name, check_baseline) or ("speedup", fast, baseline, at_least)
+        self.calls: list[
+            tuple[Any, ...]
+        ] = []  # ("measure", name, check_baseline) or ("speedup", fast, baseline, at_least)
         self._real = real
 
     def measure(self, variant: Variant, *, check_baseline: bool = True) -> Any:

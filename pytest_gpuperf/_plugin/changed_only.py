@@ -60,8 +60,7 @@ class Identical:
         rev = f"{self.label} ({self.commit[:7]})" if self.commit else self.label
         kernels = f"{proof.kernels} kernel{'s' if proof.kernels != 1 else ''}"
         return (
-            f"identical to {rev}: {kernels}, same code ({'; '.join(proof.bases)}) and launch configuration, "
-            "same inputs"
+            f"identical to {rev}: {kernels}, same code ({'; '.join(proof.bases)}) and launch configuration, same inputs"
         )
 
     def to_json(self, variant: str) -> dict[str, Any]:
@@ -155,12 +154,18 @@ def collect_calls(item: Any, real: Any) -> tuple[tuple[tuple[Any, ...], ...], di
     from pytest_gpuperf._plugin.against import VariantCollector
 
     function = getattr(item, "obj", None)
-    if function is None or inspect.isclass(getattr(function, "__self__", None)) or "::" in item.nodeid.split("::", 1)[-1]:
+    if (
+        function is None
+        or inspect.isclass(getattr(function, "__self__", None))
+        or "::" in item.nodeid.split("::", 1)[-1]
+    ):
         return "test methods of classes are not collected"
     collector = VariantCollector(real)
     funcargs = getattr(item, "funcargs", {})
     try:
-        kwargs = {name: collector if name == "gpu_perf" else funcargs[name] for name in inspect.signature(function).parameters}
+        kwargs = {
+            name: collector if name == "gpu_perf" else funcargs[name] for name in inspect.signature(function).parameters
+        }
     except KeyError as exc:
         return f"the test's argument {exc} is not available to run it again"
     try:

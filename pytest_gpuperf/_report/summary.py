@@ -220,7 +220,9 @@ def summary_rows(records: Iterable[Record]) -> list[list[str]]:
     for r in records:
         if r["kind"] == "identical":
             rev = r["identical_to"]["rev"]
-            rows.append([r["test"].split("::", 1)[-1], r["variant"], "not timed", "-", "-", f"identical to {rev}", r["verdict"]])
+            rows.append(
+                [r["test"].split("::", 1)[-1], r["variant"], "not timed", "-", "-", f"identical to {rev}", r["verdict"]]
+            )
             continue
         if r["kind"] != "measurement":
             continue
@@ -354,8 +356,7 @@ def changed_only_lines(records: Iterable[Record], most: int = 5) -> list[str]:
     tests = len({r["test"] for r in identical})
     lines = [
         f"changed-only: {len(identical)} variant(s) in {tests} test(s) identical to {', '.join(revs) or 'the revision'}, "
-        f"not timed; {len(timed)} test(s) timed"
-        + (", because:" if timed else "")
+        f"not timed; {len(timed)} test(s) timed" + (", because:" if timed else "")
     ]
     reasons = Counter(timed.values())
     lines += [f"  {n:4d} x {reason}" for reason, n in reasons.most_common(most)]

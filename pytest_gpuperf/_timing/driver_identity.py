@@ -152,7 +152,7 @@ def _node(node: int) -> NodeIdentity:
         memset = _MemsetParams()
         if lib.cuGraphMemsetNodeGetParams(node, ctypes.byref(memset)) != 0:
             return NodeIdentity(name)
-        return NodeIdentity(name, detail=tuple(getattr(memset, f) for f, _ in _MemsetParams._fields_))
+        return NodeIdentity(name, detail=tuple(getattr(memset, f[0]) for f in _MemsetParams._fields_))
     if name == "memcpy":
         raw = ctypes.create_string_buffer(MEMCPY3D_BYTES + 56)  # room beyond the structure: never overrun
         if lib.cuGraphMemcpyNodeGetParams(node, raw) != 0:

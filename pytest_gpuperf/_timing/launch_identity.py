@@ -168,9 +168,7 @@ def _compare_kernels(a: KernelIdentity, b: KernelIdentity, label: str, name: str
     return ""
 
 
-def _compare_attributes(
-    a: Sequence[tuple[str, object]], b: Sequence[tuple[str, object]], label: str, name: str
-) -> str:
+def _compare_attributes(a: Sequence[tuple[str, object]], b: Sequence[tuple[str, object]], label: str, name: str) -> str:
     theirs = dict(b)
     if [k for k, _ in a] != [k for k, _ in b]:
         return f"{name}: attributes not read alike on both sides"
