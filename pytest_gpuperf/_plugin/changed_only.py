@@ -55,7 +55,7 @@ class Identical:
     proofs: Mapping[str, Proof]
 
     def note(self, variant: str) -> str:
-        """``identical to REV (abc1234): 3 kernels, same code (how) and launch configuration, same inputs``."""
+        """``identical to REV (its commit, shortened): N kernels, same code (how) and launch configuration, same inputs``."""
         proof = self.proofs[variant]
         rev = f"{self.label} ({self.commit[:7]})" if self.commit else self.label
         kernels = f"{proof.kernels} kernel{'s' if proof.kernels != 1 else ''}"
