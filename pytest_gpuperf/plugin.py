@@ -100,6 +100,12 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.check_paths()
     except GpuPerfUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if settings.enabled and settings.changed_only and (settings.against is None or settings.update_baselines):
+        needs = "needs --gpu-perf-against REV" if settings.against is None else "cannot be combined with"
+        raise pytest.UsageError(
+            f"pytest-gpuperf: --gpu-perf-changed-only (set by {settings.sources.get('changed-only')}) {needs}"
+            + (" --gpu-perf-update-baselines, which records every variant" if settings.against is not None else "")
+        )
     session = GpuPerfSession(config, settings)
     if settings.enabled and settings.against:
         try:

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+# An include whose target this module cannot see: a macro, or a <path> climbing out of its -I folder.
+UNFOLLOWED_INCLUDE = re.compile(r'^\s*#\s*include\s*(?:[^"<\s]|<[^>]*\.\./)', re.M)
+HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".cuh", ".inl", ".cu", ".inc"})
 
 
 class KernelCompileError(RuntimeError):
@@ -40,7 +44,54 @@ def load_module(
     path = Path(source).resolve()
     opts = (*options, f"-I{path.parent}")
     digest = sources_digest(path, include_dirs(opts))
-    return _compile(str(path), digest, opts, tuple(name_expressions), backend)
+    module = _compile(str(path), digest, opts, tuple(name_expressions), backend)
+    _record_code(module, compiler_input_digest(path, opts, tuple(name_expressions), backend), tuple(name_expressions))
+    return module
+
+
+def compiler_input_digest(source: Path, options: Sequence[str], names: Sequence[str], backend: str) -> str | None:
+    """SHA-256 over everything the compiler can read from the project, with no absolute path in
+    it: the source and its local headers (by content and path relative to the source's folder),
+    every file under every include folder, the options with include folders written relative to
+    the source's folder, the name expressions and the backend. Two copies of one tree (another
+    revision's export, another checkout) give the same digest. None where an ``#include`` names a
+    macro or climbs out of its folder (``<../x.h>``): what it reaches is not known here."""
+    folder = source.parent
+    dirs = include_dirs(options)
+    h = hashlib.sha256()
+    files = [*included_files(source, dirs)]
+    for d in dirs:
+        files += sorted(p for p in Path(d).rglob("*") if p.is_file() and p.suffix in HEADER_SUFFIXES)
+    for path in files:
+        content = path.read_bytes()
+        if UNFOLLOWED_INCLUDE.search(content.decode("utf-8", "replace")):
+            return None
+        h.update(os.path.relpath(path, folder).encode() + b"\0" + content + b"\0")
+    shown = {str(d) for d in dirs}
+    for option in options:
+        if option.startswith("-I") and option[2:] in shown:
+            option = "-I" + os.path.relpath(option[2:], folder)
+        elif option.startswith("--include-path=") and option.split("=", 1)[1] in shown:
+            option = "-I" + os.path.relpath(option.split("=", 1)[1], folder)
+        elif option in shown:
+            option = os.path.relpath(option, folder)
+        h.update(option.encode() + b"\0")
+    h.update(b"\1" + "\0".join(names).encode() + b"\1" + backend.encode())
+    return h.hexdigest()
+
+
+def _record_code(module: Any, digest: str | None, names: tuple[str, ...]) -> None:
+    """Record ``digest`` for the loaded module (``code_images``), found through one of its
+    functions; nothing where CuPy does not show the function's handle."""
+    if not names or digest is None:
+        return
+    try:
+        function = int(module.get_function(names[0]).kernel.ptr)
+    except Exception:  # a CuPy without these attributes: the module simply has no recorded digest
+        return
+    from pytest_gpuperf._timing.code_images import record_module
+
+    record_module(function, digest)
 
 
 def include_dirs(options: Sequence[str]) -> tuple[Path, ...]:

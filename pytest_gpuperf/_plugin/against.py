@@ -268,15 +268,20 @@ class VariantCollector:
         self.device = real.device
         self.settings = real.settings
         self.variants: dict[str, Variant] = {}
+        self.calls: list[
+            tuple[Any, ...]
+        ] = []  # ("measure", name, check_baseline) or ("speedup", fast, baseline, at_least)
         self._real = real
 
-    def measure(self, variant: Variant, **_: Any) -> Any:
+    def measure(self, variant: Variant, *, check_baseline: bool = True) -> Any:
         self.variants.setdefault(variant.name, variant)
+        self.calls.append(("measure", variant.name, check_baseline))
         return _Unmeasured()
 
     def assert_speedup(self, fast: Variant, baseline: Variant, at_least: float | None = None) -> Any:
         self.variants.setdefault(fast.name, fast)
         self.variants.setdefault(baseline.name, baseline)
+        self.calls.append(("speedup", fast.name, baseline.name, at_least))
         return _Unmeasured()
 
     def record(self, *args: Any, **kwargs: Any) -> None:
@@ -304,6 +309,7 @@ class Pairing:
 
     variants: dict[str, Variant]
     reason: str = ""
+    calls: tuple[tuple[Any, ...], ...] = ()  # the test's calls of gpu_perf, in order (VariantCollector.calls)
 
 
 class FixtureResolver:
@@ -370,4 +376,4 @@ def pair(
         pass  # REV's test ran on placeholder results; the variants it built before stopping are kept
     if not collector.variants:
         return Pairing({}, f"the test builds no variant at {revision.label}")
-    return Pairing(dict(collector.variants))
+    return Pairing(dict(collector.variants), calls=tuple(collector.calls))

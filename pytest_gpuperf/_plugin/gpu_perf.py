@@ -46,6 +46,7 @@ class GpuPerf:
         self._pairing: Any = None  # REV's variants of this test (--gpu-perf-against), built on first use
         self._breakdowns = Breakdowns(session.backend, session.gpu_lock, item.config.rootpath, settings.binaries)
         self._shared: dict[Hashable, Any] = {}
+        self._timed_because: str | None = None  # --gpu-perf-changed-only: why this test is timed
 
     # -- public API -------------------------------------------------------------------
     def measure(self, variant: Variant, *, check_baseline: bool = True) -> Measurement:
@@ -53,6 +54,7 @@ class GpuPerf:
         baseline (or, under ``--gpu-perf-against REV``, vs the same variant built from REV)."""
         if check_baseline:
             self._baseline_file_readable()
+        self._end_if_identical()
         if check_baseline and self._rev_variant(variant) is not None:
             pair = self._against(variant)
             failure = self._record_measurement(pair.fast, True, pair, variant)
@@ -90,6 +92,7 @@ class GpuPerf:
         if at_least is not None and not at_least > 0:
             raise ValueError(f"assert_speedup: at_least must be a positive ratio such as 1.10, got {at_least!r}")
         self._baseline_file_readable()
+        self._end_if_identical()
         policy = self._session.policy(self.settings)
         with self._timing(f"{fast.name!r} vs {baseline.name!r}", policy.budget_s) as on_rounds:
             c = sampler.compare(
@@ -156,6 +159,60 @@ class GpuPerf:
         return value
 
     # -- internals --------------------------------------------------------------------
+    def _end_if_identical(self) -> None:
+        """Under --gpu-perf-changed-only, decide once per test (``changed_only.decide``): a test
+        proven the same as at REV emits one ``identical`` record per variant and ends here, as
+        passed (``IdenticalToRev``); otherwise the reason goes into every record it makes."""
+        revision = self._session.against
+        if not self.settings.changed_only or revision is None or self._timed_because is not None:
+            return
+        from pytest_gpuperf._plugin import changed_only
+
+        collected = changed_only.collect_calls(self._item, self)
+        now_calls, now_variants = (collected, {}) if isinstance(collected, str) else collected
+        first = next(iter(now_variants.values()), None)
+        if first is not None:
+            self._rev_variant(first)  # REV's pairing, built once
+        pairing = self._pairing
+        read = getattr(self._session.backend, "launch_identity", None)
+
+        def read_locked(variant: Variant) -> Any:
+            assert read is not None
+            with self._session.gpu_lock():
+                return read(variant)
+
+        decision = changed_only.decide(
+            rev_root=revision.root,
+            label=revision.label,
+            commit=revision.commit,
+            module=self._module,
+            rootdir=self._item.config.rootpath,
+            now_calls=now_calls,
+            now_variants=now_variants,
+            rev_calls=pairing.calls if pairing is not None else (),
+            rev_variants=pairing.variants if pairing is not None else {},
+            unpaired=pairing.reason if pairing is not None else "the test builds no variant",
+            read=read_locked if read is not None else None,
+        )
+        if isinstance(decision, str):
+            self._timed_because = decision
+            return
+        self._timed_because = ""
+        for name in decision.proofs:
+            self._emit(
+                {
+                    "kind": "identical",
+                    "test": self._item.nodeid,
+                    "module": self._module,
+                    "key": f"{self._test_key}::{name}",
+                    "variant": name,
+                    "verdict": str(Verdict.PASS),
+                    "identical_to": decision.to_json(name),
+                    "note": decision.note(name),
+                }
+            )
+        raise changed_only.IdenticalToRev(decision.note(next(iter(decision.proofs))))
+
     def _baseline_file_readable(self) -> None:
         """A stored baseline file that cannot be read fails the test before any timing, in one line."""
         if self.settings.update_baselines:
@@ -263,6 +320,8 @@ class GpuPerf:
             "verdict": str(Verdict.MEASURED),
             "budget_s": self._session.policy(self.settings).budget_s,
         }
+        if self._timed_because:
+            record["timed_because"] = self._timed_because
         failure = None
         if m.contended:
             record["verdict"] = str(Verdict.CONTENDED)

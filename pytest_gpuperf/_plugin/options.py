@@ -367,6 +367,15 @@ SETTINGS: tuple[Setting, ...] = (
         metavar="REV",
     ),
     Setting(
+        "changed-only",
+        "With --gpu-perf-against: a perf test whose every variant is proven the same GPU work as at REV (same "
+        "code, launch configuration and parameter bytes, read from captured graphs) is not timed and passes, "
+        "saying so; anything not proven is timed, with the reason.",
+        _bool,
+        False,
+        flag_only=True,
+    ),
+    Setting(
         "require-health",
         "Fail a measurement whose clocks and throttling cannot be read (NVML missing) instead of noting it.",
         _bool,
@@ -519,6 +528,7 @@ class Settings:
     quiet_wait: float = 60.0
     calibrate: bool = True
     against: str | None = None
+    changed_only: bool = False
     calibrated_noise: float = 0.04
     level_noise: float = 0.03
     only: bool = False
@@ -554,6 +564,7 @@ class Settings:
             require_health=values["require-health"],
             calibrate=values["calibrate"],
             against=values["against"],
+            changed_only=values["changed-only"],
             calibrated_noise=values["calibrated-noise"],
             level_noise=values["level-noise"],
             only=values["only"],

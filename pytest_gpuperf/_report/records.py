@@ -22,6 +22,7 @@ class _MeasurementNote(OnInconclusive, total=False):
     breakdown_against: dict[str, Any]  # the same for --gpu-perf-against's revision
     kernel_binaries: list[dict[str, Any]]  # the kernel that moved most, from its binaries on each side
     budget_s: float  # the sampling budget in force for the measurement (``gpuperf plan`` reads it)
+    timed_because: str  # --gpu-perf-changed-only: why the test was not proven the same as at REV
 
 
 class MeasurementRecord(_MeasurementNote):
@@ -43,6 +44,19 @@ class ComparisonRecord(TypedDict):
     kind: Literal["comparison"]
     test: str
     comparison: ComparisonSummary
+
+
+class IdenticalRecord(TypedDict):
+    """--gpu-perf-changed-only: a variant proven the same GPU work as at REV, so not timed."""
+
+    kind: Literal["identical"]
+    test: str
+    module: str
+    key: str  # "<test>::<variant>"
+    variant: str
+    verdict: str  # "pass"
+    identical_to: dict[str, Any]  # {"rev", "commit", "kernels", "basis": [how the code was proven]}
+    note: str
 
 
 class FigureRecord(TypedDict):
@@ -96,8 +110,8 @@ class CountersRecord(TypedDict):
     missing_metrics: list[str]
 
 
-Record = MeasurementRecord | ComparisonRecord | FigureRecord | StaticRecord | CountersRecord
-KINDS = frozenset({"measurement", "comparison", "figure", "static", "counters"})
+Record = MeasurementRecord | ComparisonRecord | FigureRecord | StaticRecord | CountersRecord | IdenticalRecord
+KINDS = frozenset({"measurement", "comparison", "figure", "static", "counters", "identical"})
 
 
 def is_record(value: object) -> TypeGuard[Record]:

@@ -218,6 +218,12 @@ def summary_rows(records: Iterable[Record]) -> list[list[str]]:
             speedups[(r["test"], r["comparison"]["fast"])] = r["comparison"]
     rows = [["test", "variant", "median", "CI", "speedup (required)", "vs baseline", "verdict"]]
     for r in records:
+        if r["kind"] == "identical":
+            rev = r["identical_to"]["rev"]
+            rows.append(
+                [r["test"].split("::", 1)[-1], r["variant"], "not timed", "-", "-", f"identical to {rev}", r["verdict"]]
+            )
+            continue
         if r["kind"] != "measurement":
             continue
         m = r["measurement"]
@@ -250,6 +256,8 @@ def verdict_counts(records: Iterable[Record]) -> Counter[str]:
             counts["speedup " + r["comparison"]["verdict"]] += 1
         elif r["kind"] == "measurement":
             counts["baseline " + r["verdict"]] += 1
+        elif r["kind"] == "identical":
+            counts["identical to the revision (not timed)"] += 1
     return counts
 
 
@@ -321,6 +329,8 @@ def progress_lines(record: Record) -> list[str]:
         m = record["measurement"]
         ci = "[" + fmt_time(m["ci_low_s"]) + ", " + fmt_time(m["ci_high_s"]) + "]"
         return [f"gpu-perf  {test}::{m['name']}  {fmt_time(m['median_s'])} {ci}  {record['verdict']}"]
+    if record["kind"] == "identical":
+        return [f"gpu-perf  {test}::{record['variant']}  not timed: {record['note']}  {record['verdict']}"]
     if record["kind"] == "comparison":
         c = record["comparison"]
         need = f" (>= {c['at_least']:.3f})" if c.get("at_least") is not None else ""
@@ -329,6 +339,30 @@ def progress_lines(record: Record) -> list[str]:
             f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]{need}  {c['verdict']}"
         ]
     return []
+
+
+def changed_only_lines(records: Iterable[Record], most: int = 5) -> list[str]:
+    """--gpu-perf-changed-only: how many variants were proven the same as at the revision and not
+    timed, how many tests were timed, and the most frequent reasons (empty when the option was off:
+    no record carries either)."""
+    identical = [r for r in records if r["kind"] == "identical"]
+    timed: dict[str, str] = {}
+    for r in records:
+        if r["kind"] == "measurement" and r.get("timed_because"):
+            timed.setdefault(r["test"], r["timed_because"])
+    if not identical and not timed:
+        return []
+    revs = sorted({r["identical_to"]["rev"] for r in identical})
+    tests = len({r["test"] for r in identical})
+    lines = [
+        f"changed-only: {len(identical)} variant(s) in {tests} test(s) identical to {', '.join(revs) or 'the revision'}, "
+        f"not timed; {len(timed)} test(s) timed" + (", because:" if timed else "")
+    ]
+    reasons = Counter(timed.values())
+    lines += [f"  {n:4d} x {reason}" for reason, n in reasons.most_common(most)]
+    if len(reasons) > most:
+        lines.append(f"  and {len(reasons) - most} other reason(s) (see timed_because in the JSON report)")
+    return lines
 
 
 def format_changes(changes: Sequence[BaselineChange]) -> list[str]:
@@ -475,6 +509,8 @@ def build_json(
             t["figures"].append({"key": r["key"], "value": r["value"], "unit": r["unit"]})
         elif r["kind"] == "static":  # the compile-time tier (gpu_static fixture): one module on one arch
             t["static"].append({k: v for k, v in r.items() if k not in ("kind", "test")})
+        elif r["kind"] == "identical":  # --gpu-perf-changed-only: proven the same as at REV, not timed
+            t.setdefault("identical", []).append({k: v for k, v in r.items() if k not in ("kind", "test")})
         elif r["kind"] == "counters":  # hardware counters of one launch (gpu_counters fixture)
             t.setdefault("counters", []).append({k: v for k, v in r.items() if k not in ("kind", "test")})
     return {

@@ -42,6 +42,7 @@ from pytest_gpuperf._timing.backend import Prepared
 from pytest_gpuperf._timing.breakdown import Breakdown
 from pytest_gpuperf._timing.device import DeviceInfo
 from pytest_gpuperf._timing.health import LOOKBACK_S
+from pytest_gpuperf._timing.launch_identity import LaunchIdentity
 from pytest_gpuperf._timing.nvml import GpuMonitor
 from pytest_gpuperf._timing.results import CacheMode, ClockState, OtherActivity, Variant
 from pytest_gpuperf.errors import GpuPerfError
@@ -403,6 +404,15 @@ class CupyBackend:
             return take_breakdown(
                 self._cp, self._stream, self.timing_stream, streams.bind(variant.launch, self.timing_stream)
             )
+
+    def launch_identity(self, variant: Variant) -> tuple[LaunchIdentity, ...] | str:
+        """What each of ``variant``'s launches (its launch, then its rotations) enqueues, read from
+        a capture made as the breakdown makes it (``cupy_identity``), or why it cannot be read."""
+        from pytest_gpuperf._timing.cupy_identity import take_identity
+
+        launches = [streams.bind(launch, self.timing_stream) for launch in (variant.launch, *variant.rotations)]
+        with self._device, streams.current(self.timing_stream):
+            return take_identity(self._stream, self.timing_stream, launches)
 
 
 ESCAPE_ADVICE = (

@@ -33,7 +33,7 @@ def take_breakdown(
     try:
         launch()
         stream.synchronize()
-        keep, handle = _capture(cp, stream, timing_stream, launch)
+        keep, handle = capture_kept(stream, timing_stream, launch)
     except Exception as exc:  # any failure only means no breakdown
         return f"the launch could not be captured into a CUDA graph ({type(exc).__name__}: {_first_line(exc)})"
     timer = kernel_nodes.DriverGraphs(int(stream.ptr))
@@ -105,7 +105,7 @@ def _same_kernel(node_name: str, traced_name: str) -> bool:
     return identifier(node_name) in traced_name
 
 
-def _capture(cp: Any, stream: Any, timing_stream: streams.TimingStream, launch: Callable[[], Any]) -> tuple[Any, int]:
+def capture_kept(stream: Any, timing_stream: streams.TimingStream, launch: Callable[[], Any]) -> tuple[Any, int]:
     """The launch captured with its graph kept for reading: through torch where torch is in use
     (its private pool keeps allocations made during capture valid while the graph lives)."""
     if streams.torch_in_use():

@@ -27,7 +27,7 @@ _KERNEL = 0
 _SHARED_SIZE_BYTES, _LOCAL_SIZE_BYTES, _NUM_REGS = 1, 3, 4
 
 
-class _KernelNodeParams(ctypes.Structure):
+class KernelNodeParams(ctypes.Structure):
     """CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h)."""
 
     _fields_ = [
@@ -73,7 +73,7 @@ def _driver() -> Any:
         "cuGraphGetNodes": [p, pp, size],
         "cuGraphNodeGetType": [p, ctypes.POINTER(ctypes.c_int)],
         "cuGraphChildGraphNodeGetGraph": [p, pp],
-        "cuGraphKernelNodeGetParams_v2": [p, ctypes.POINTER(_KernelNodeParams)],
+        "cuGraphKernelNodeGetParams_v2": [p, ctypes.POINTER(KernelNodeParams)],
         "cuKernelGetFunction": [pp, p],
         "cuFuncGetName": [ctypes.POINTER(ctypes.c_char_p), p],
         "cuFuncGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, p],
@@ -133,7 +133,7 @@ def _walk(graph: int) -> Iterator[KernelNode]:
 
 def _describe(graph: int, node: int) -> KernelNode:
     lib = _driver()
-    params = _KernelNodeParams()
+    params = KernelNodeParams()
     _check(lib.cuGraphKernelNodeGetParams_v2(node, ctypes.byref(params)), "cuGraphKernelNodeGetParams")
     func = int(params.func or 0)
     if not func and params.kern:  # a node made from a CUkernel (cuLibrary) may carry no CUfunction

@@ -17,8 +17,10 @@ import numpy as np
 from pytest_gpuperf._timing import streams
 from pytest_gpuperf._timing.backend import Prepared
 from pytest_gpuperf._timing.breakdown import Breakdown, KernelTime
+from pytest_gpuperf._timing.code_images import COMPILER_INPUT
 from pytest_gpuperf._timing.cupy_backend import check_captured_work
 from pytest_gpuperf._timing.device import GIB, DeviceInfo
+from pytest_gpuperf._timing.launch_identity import KernelIdentity, LaunchIdentity, NodeIdentity
 from pytest_gpuperf._timing.results import CacheMode, ClockState, OtherActivity, OtherProcess, Variant
 from pytest_gpuperf.testing import noise as noise_models
 
@@ -82,7 +84,14 @@ class FakeBackend:
     bisect``) can then be slower or faster than the working tree's. Its ``fake_kernels``
     attribute (dicts with ``name``, ``share`` of the launch's time, and optionally ``grid``,
     ``block``, ``dynamic_smem``, ``registers``, ``static_smem``, ``local_bytes``) is what
-    ``breakdown`` reports; without it a launch runs one kernel, ``fake_kernel``.
+    ``breakdown`` reports; without it a launch runs one kernel, ``fake_kernel``. Its
+    ``fake_identity`` attribute is what ``launch_identity`` reads from it (``--gpu-perf-changed-only``):
+    a list of graph nodes, each a dict with ``kind`` (default ``"kernel"``) and, for a kernel,
+    ``name``, ``function`` (a loaded-function handle), ``code`` (a digest the plugin recorded, or
+    None), ``grid``, ``block``, ``dynamic_smem``, ``attributes`` (a dict) and ``params`` (a list of
+    hex strings, one per parameter, or None: unreadable); for another kind, ``detail`` (None:
+    unreadable). A string instead of the list is why the launch could not be captured; a launch
+    without the attribute cannot be read.
     """
 
     name = "fake"
@@ -247,6 +256,46 @@ class FakeBackend:
                 )
             )
         return Breakdown(tuple(kernels), launch_s=total, source="fake", repeats=_BREAKDOWN_REPEATS)
+
+    def launch_identity(self, variant: Variant) -> tuple[LaunchIdentity, ...] | str:
+        """Each launch's ``fake_identity`` (its launch, then its rotations), or why one has none."""
+        out = []
+        for launch in (variant.launch, *variant.rotations):
+            spec = getattr(launch, "fake_identity", None)
+            if spec is None:
+                return "the fake launch carries no fake_identity"
+            if isinstance(spec, str):
+                return spec
+            out.append(LaunchIdentity(tuple(_fake_node(node) for node in spec)))
+        return tuple(out)
+
+
+def _fake_node(spec: Mapping[str, Any]) -> NodeIdentity:
+    kind = str(spec.get("kind", "kernel"))
+    if kind != "kernel":
+        detail = spec.get("detail")
+        return NodeIdentity(kind, detail=tuple(detail) if isinstance(detail, list) else detail)
+    params = spec.get("params", [])
+    return NodeIdentity(
+        kind,
+        kernel=KernelIdentity(
+            name=str(spec.get("name", "fake_kernel")),
+            function=int(spec.get("function", 0)),
+            grid=_dims(spec.get("grid", (1, 1, 1))),
+            block=_dims(spec.get("block", (128, 1, 1))),
+            dynamic_smem=int(spec.get("dynamic_smem", 0)),
+            code=spec.get("code"),
+            code_basis=COMPILER_INPUT if spec.get("code") is not None else "",
+            attributes=tuple(sorted(dict(spec.get("attributes", {})).items())),
+            params=None if params is None else tuple((8 * i, bytes.fromhex(p)) for i, p in enumerate(params)),
+            params_unreadable="" if params is not None else "the fake node's parameters are unreadable",
+        ),
+    )
+
+
+def _dims(value: Any) -> tuple[int, int, int]:
+    x, y, z = (int(v) for v in value)
+    return x, y, z
 
 
 def _no_work() -> None:

@@ -70,13 +70,14 @@ def grid_input() -> Iterator[Callable[[str, int], GridInput]]:
     cache.clear()
 
 
-def checked_variant(name: str, stage: str, grid: str, data: GridInput) -> Variant:
+def checked_variant(gpu_perf: GpuPerf, name: str, stage: str, grid: str, data: GridInput) -> Variant:
     """A Variant for `name` at its block size for `grid`, after one checked run: a wrong kernel
-    is never timed."""
+    is never timed. Its input and output come through gpu_perf.shared, so under
+    --gpu-perf-against both revisions launch on the same buffers."""
     import cupy
 
-    x = data.device
-    out = cupy.empty_like(x)
+    x = gpu_perf.shared(("cluster_reduce input", grid), lambda: data.device)
+    out = gpu_perf.shared(("cluster_reduce output", name, stage, grid), lambda: cupy.empty_like(x))
     launch = make_launch(name, stage, x, out, size=ELEMENTS_PER_BLOCK, threads=perf_threads(grid, name))
     poison(out)
     launch()
@@ -89,8 +90,8 @@ def checked_variant(name: str, stage: str, grid: str, data: GridInput) -> Varian
 def test_speedup(gpu_perf: GpuPerf, grid_input: Callable[[str, int], GridInput], case: PerfCase) -> None:
     data = grid_input(case.grid, gpu_perf.device.sm_count)
     fast_name, base_name = COMPARISONS[case.comparison]
-    fast = checked_variant(fast_name, case.stage, case.grid, data)
-    base = checked_variant(base_name, case.stage, case.grid, data)
+    fast = checked_variant(gpu_perf, fast_name, case.stage, case.grid, data)
+    base = checked_variant(gpu_perf, base_name, case.stage, case.grid, data)
 
     result = gpu_perf.assert_speedup(fast, base, at_least=speedup_margin(gpu_perf.device.arch, case.id))
     # Effective bandwidth: the minimum traffic (input read once, output written once) over time.

@@ -62,6 +62,16 @@ def layer_data() -> Iterator[Callable[[str], LayerData]]:
     cache.clear()
 
 
+def shared_layer(gpu_perf: GpuPerf, layer_data: Callable[[str], LayerData], layer: str) -> LayerData:
+    """``layer_data(layer)`` with its device arrays through gpu_perf.shared: under
+    --gpu-perf-against both revisions launch on, and check, the same buffers."""
+    data = layer_data(layer)
+    b = data.bufs
+    arrays = gpu_perf.shared(("qkv buffers", layer), lambda: (b.w_qkv, b.w2, b.h_in, b.h_qkv))
+    data.bufs = QkvBuffers(*arrays, shape=b.shape)
+    return data
+
+
 def qkv_variant(name: str, data: LayerData, arch: str) -> Variant:
     shape = LAYERS[data.layer]
     launcher = make_launcher(name, data.bufs, best_config(arch, name, data.layer))
@@ -89,13 +99,13 @@ def assert_gate(gpu_perf: GpuPerf, data: LayerData, fast: str, baseline: str) ->
 @pytest.mark.parametrize("layer", sorted(LAYERS))
 def test_rearranged_weights_beat_base(gpu_perf: GpuPerf, layer_data: Callable[[str], LayerData], layer: str) -> None:
     """The note's problem 1: w2 makes the weight loads coalesced (16 -> ~3 sectors per request)."""
-    assert_gate(gpu_perf, layer_data(layer), "qkv_base_w2", "qkv_base")
+    assert_gate(gpu_perf, shared_layer(gpu_perf, layer_data, layer), "qkv_base_w2", "qkv_base")
 
 
 @pytest.mark.sm80
 def test_strip_beats_base_w2_on_larger_layer(gpu_perf: GpuPerf, layer_data: Callable[[str], LayerData]) -> None:
     """The note's problem 2: reusing each loaded weight for several words cuts L1<->L2 re-reads."""
-    assert_gate(gpu_perf, layer_data("layer1"), "qkv_strip_w2", "qkv_base_w2")
+    assert_gate(gpu_perf, shared_layer(gpu_perf, layer_data, "layer1"), "qkv_strip_w2", "qkv_base_w2")
 
 
 @pytest.mark.sm80
@@ -103,7 +113,7 @@ def test_strip_beats_base_w2_on_larger_layer(gpu_perf: GpuPerf, layer_data: Call
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_variant_vs_cublas(gpu_perf: GpuPerf, layer_data: Callable[[str], LayerData], variant: str, layer: str) -> None:
     """Report only: speedup over cuBLAS (below 1 means slower), TFLOP/s and bandwidth fraction."""
-    data = layer_data(layer)
+    data = shared_layer(gpu_perf, layer_data, layer)
     comparison = gpu_perf.assert_speedup(
         qkv_variant(variant, data, gpu_perf.device.arch), cublas_variant(data), at_least=None
     )
