@@ -128,11 +128,12 @@ class GpuPerf:
             summary["breakdowns"], explained = self._breakdowns.sides(variants)
         self._emit({"kind": "comparison", "test": self._item.nodeid, "comparison": summary})
         self._stop_if_contended(c.fast)
-        text = "\n".join([format_comparison_failure(c), *explained])
-        if c.verdict is Verdict.FAIL:
-            failures.insert(0, text)
-        elif c.verdict is Verdict.INCONCLUSIVE:
-            failures[:0] = self._undecided(text)
+        if c.verdict in (Verdict.FAIL, Verdict.INCONCLUSIVE):  # a measured claim (no margin) has no failure text
+            text = "\n".join([format_comparison_failure(c), *explained])
+            if c.verdict is Verdict.FAIL:
+                failures.insert(0, text)
+            else:
+                failures[:0] = self._undecided(text)
         if failures:
             raise GateFailure("\n\n".join(failures))
         return c

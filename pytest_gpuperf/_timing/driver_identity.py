@@ -130,7 +130,8 @@ def read_graph(graph: int) -> LaunchIdentity:
     _check(lib.cuGraphGetEdges(graph, None, None, ctypes.byref(edges)), "cuGraphGetEdges")
     sources = (ctypes.c_void_p * max(edges.value, 1))()
     targets = (ctypes.c_void_p * max(edges.value, 1))()
-    _check(lib.cuGraphGetEdges(graph, sources, targets, ctypes.byref(edges)), "cuGraphGetEdges")
+    if edges.value:  # asked for the edges of a graph that has none, the driver answers CUDA_ERROR_INVALID_VALUE
+        _check(lib.cuGraphGetEdges(graph, sources, targets, ctypes.byref(edges)), "cuGraphGetEdges")
     pairs = frozenset(
         (index.get(int(sources[i] or 0), -1), index.get(int(targets[i] or 0), -1)) for i in range(edges.value)
     )
