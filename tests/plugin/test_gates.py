@@ -229,3 +229,11 @@ def test_launch_errors_surface_with_the_variant_name(pytester: pytest.Pytester, 
     result = pytester.runpytest("--gpu-perf")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(lit("*CUDA_ERROR_ILLEGAL_ADDRESS*"))
+
+
+def test_a_claim_without_a_margin_measures_and_passes(pytester: pytest.Pytester, fake_gpu: Callable[..., None]) -> None:
+    fake_gpu(times={"fast": 10e-6, "slow": 12e-6})
+    pytester.makepyfile(SPEEDUP_TEST.format(margin=None))
+    result = pytester.runpytest("--gpu-perf")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(lit("test_claim*fast*1.*x [1.1*, 1.2*] (none)*measured/*"))
