@@ -297,10 +297,32 @@ class VariantCollector:
 
 
 class _Unmeasured:
-    """What the collector returns: any attribute is 1.0, so REV code that computes with a result runs on."""
+    """What the collector returns: any attribute is a placeholder number, so a test that computes
+    with a result, or asserts on it, runs on to its next call."""
 
     def __getattr__(self, name: str) -> float:
-        return 1.0
+        return PLACEHOLDER
+
+
+class _Placeholder(float):
+    """1.0 that satisfies every comparison and stays itself through arithmetic: ``assert
+    c.speedup > 1.1`` and ``assert bw / peak < 0.9`` both hold, so the calls after them are seen."""
+
+    def _true(self, other: object) -> bool:
+        return True
+
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _true
+
+    def _same(self, *other: object) -> _Placeholder:
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _same
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __pow__ = __rpow__ = _same
+    __neg__ = __pos__ = __abs__ = _same
+    __hash__ = float.__hash__
+
+
+PLACEHOLDER = _Placeholder(1.0)
 
 
 @dataclass(frozen=True)
@@ -310,6 +332,7 @@ class Pairing:
     variants: dict[str, Variant]
     reason: str = ""
     calls: tuple[tuple[Any, ...], ...] = ()  # the test's calls of gpu_perf, in order (VariantCollector.calls)
+    stopped: str = ""  # the exception that ended REV's run of the test early ("" when it ran to its end)
 
 
 class FixtureResolver:
@@ -369,11 +392,17 @@ def pair(
         kwargs = {name: resolver.value(name, collector) for name in inspect.signature(func).parameters}
     except Exception as exc:
         return Pairing({}, f"the test's arguments cannot be made at {revision.label} ({type(exc).__name__}: {exc})")
+    stopped = ""
     try:
         with revision.active():
             func(**kwargs)
-    except Exception:
-        pass  # REV's test ran on placeholder results; the variants it built before stopping are kept
+    except Exception as exc:  # REV's test ran on placeholder results; the variants built before stopping are kept
+        stopped = stop_reason(exc)
     if not collector.variants:
         return Pairing({}, f"the test builds no variant at {revision.label}")
-    return Pairing(dict(collector.variants), calls=tuple(collector.calls))
+    return Pairing(dict(collector.variants), calls=tuple(collector.calls), stopped=stopped)
+
+
+def stop_reason(exc: BaseException) -> str:
+    """Why a test run with the stand-in ended early, for ``--gpu-perf-changed-only``'s reasons."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]

@@ -8,8 +8,10 @@ proven the same as at REV only when all of these hold:
   plugin's, where REV's tree holds the plugin (a change to the plugin times everything);
 - the test module's file is the same at REV;
 - the test, run with a stand-in for ``gpu_perf`` on each side (as ``--gpu-perf-against`` builds
-  REV's variants), makes the same calls in the same order: the same variants measured, the same
-  claims with the same required speedup;
+  REV's variants), runs to its end on both sides (the stand-in's results are placeholders, so a
+  test that computes with them and stops early has later calls nobody saw) and makes the same
+  calls in the same order: the same variants measured, the same claims with the same required
+  speedup;
 - every variant it builds declares the same bytes, FLOPs, cache mode, reference and number of
   rotations as its REV namesake, and each of its launches is proven the same GPU work as the
   namesake's (``launch_identity.compare``: the same code, launch configuration and parameter
@@ -79,6 +81,7 @@ def decide(
     now_variants: Mapping[str, Variant],
     rev_calls: tuple[tuple[Any, ...], ...],
     rev_variants: Mapping[str, Variant],
+    rev_stopped: str,
     unpaired: str,
     read: Callable[[Variant], tuple[LaunchIdentity, ...] | str] | None,
 ) -> Identical | str:
@@ -88,12 +91,14 @@ def decide(
     changed = plugin_changed(rev_root)
     if changed:
         return changed
-    if unpaired:
-        return f"not paired with {label}: {unpaired}"
     if _digest(rootdir / module) != _digest(rev_root / module):
         return f"the test module {module} differs from {label}'s"
     if isinstance(now_calls, str):
         return now_calls
+    if unpaired:
+        return f"not paired with {label}: {unpaired}"
+    if rev_stopped:
+        return f"the test stopped before its end at {label} ({rev_stopped}): its later calls there are unknown"
     if now_calls != rev_calls:
         return f"the test's calls of gpu_perf differ from {label}'s: {_first_difference(now_calls, rev_calls)}"
     if read is None:
@@ -151,7 +156,7 @@ def _call(call: tuple[Any, ...]) -> str:
 def collect_calls(item: Any, real: Any) -> tuple[tuple[tuple[Any, ...], ...], dict[str, Variant]] | str:
     """The working tree's test run once more with a stand-in for ``gpu_perf`` (``VariantCollector``):
     its calls and variants, or why they cannot be collected."""
-    from pytest_gpuperf._plugin.against import VariantCollector
+    from pytest_gpuperf._plugin.against import VariantCollector, stop_reason
 
     function = getattr(item, "obj", None)
     if (
@@ -170,8 +175,8 @@ def collect_calls(item: Any, real: Any) -> tuple[tuple[tuple[Any, ...], ...], di
         return f"the test's argument {exc} is not available to run it again"
     try:
         function(**kwargs)
-    except Exception:
-        pass  # the stand-in's results are placeholders: the calls made before stopping are kept
+    except Exception as exc:  # the stand-in's results are placeholders: a test that computes with them may stop
+        return f"the test stopped before its end when run again with a stand-in ({stop_reason(exc)}): its later calls are unknown"
     return tuple(collector.calls), dict(collector.variants)
 
 

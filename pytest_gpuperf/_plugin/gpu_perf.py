@@ -192,6 +192,7 @@ class GpuPerf:
             now_variants=now_variants,
             rev_calls=pairing.calls if pairing is not None else (),
             rev_variants=pairing.variants if pairing is not None else {},
+            rev_stopped=pairing.stopped if pairing is not None else "",
             unpaired=pairing.reason if pairing is not None else "the test builds no variant",
             read=read_locked if read is not None else None,
         )

@@ -208,6 +208,41 @@ def test_a_claim_whose_margin_changed_is_timed(pytester: pytest.Pytester, projec
     assert report(project)["tests"][0]["comparisons"], "the claim was timed"
 
 
+STOPPING_MODULE = """
+from pytest_gpuperf import Variant
+from mylib import kernels
+
+def launch():
+    pass
+
+launch.fake_identity = kernels.IDENTITY
+launch.fake_seconds = 10e-6
+
+def test_stops(gpu_perf):
+    gpu_perf.measure(Variant("k", launch))
+    if str(gpu_perf.measure(Variant("k2", launch)).median_s) == "1.0":
+        raise RuntimeError("a placeholder the test cannot compute with")
+    gpu_perf.measure(Variant("k3", launch))
+"""
+
+
+def test_a_test_that_stops_on_its_stand_in_run_is_timed(pytester: pytest.Pytester, project: Path) -> None:
+    """Its calls after the stop are unknown on either side, so nothing is proven."""
+    (project / "test_stops.py").write_text(STOPPING_MODULE)
+    git(project, "add", ".")
+    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "stops")
+    run(pytester, "test_stops.py").assert_outcomes(passed=1)
+    assert timed_because(project).startswith(
+        "the test stopped before its end when run again with a stand-in (RuntimeError: a placeholder"
+    )
+
+
+def test_a_test_asserting_on_its_results_runs_on_with_placeholders(pytester: pytest.Pytester, project: Path) -> None:
+    """test_claim.py asserts ``c.speedup > 1.1`` after its claim: a placeholder satisfies it."""
+    run(pytester, "test_claim.py").assert_outcomes(passed=1)
+    assert report(project)["tests"][0]["identical"]
+
+
 def test_a_changed_test_module_is_timed(pytester: pytest.Pytester, project: Path) -> None:
     (project / "test_perf.py").write_text(TEST_MODULE + "\n# a comment\n")
     run(pytester, "test_perf.py").assert_outcomes(passed=1)
