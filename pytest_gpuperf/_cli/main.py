@@ -6,13 +6,26 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from pytest_gpuperf._cli import bisect, check, diff, export, levels, listing, margins, migrate, plots, prune, report
+from pytest_gpuperf._cli import (
+    bisect,
+    check,
+    diff,
+    export,
+    history,
+    levels,
+    listing,
+    margins,
+    migrate,
+    plots,
+    prune,
+    report,
+)
 from pytest_gpuperf._cli.arguments import CommandLineError
 from pytest_gpuperf.errors import GpuPerfError
 
 PROG = "gpuperf"
 # In --help's order.
-SUBCOMMANDS = (listing, check, diff, prune, report, export, plots, migrate, margins, levels, bisect)
+SUBCOMMANDS = (listing, check, diff, prune, report, export, plots, migrate, margins, levels, bisect, history)
 
 __all__ = ["main", "build_parser", "version"]
 

@@ -92,7 +92,7 @@ def _cost() -> Any:
     except ImportError:
         raise MissingLibrary from None
 
-    class RunningSumL2(BaseCost):  # type: ignore[misc]  # ruptures has no type information
+    class RunningSumL2(BaseCost):  # type: ignore[misc]  # ruptures has no type information, BaseCost is Any
         model = "l2-running-sums"
         min_size = 1
 

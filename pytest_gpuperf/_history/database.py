@@ -49,7 +49,8 @@ def default_path() -> Path:
 
 def _create_v1(db: sqlite3.Connection) -> None:
     """Version 1: runs, the environment of each device in a run, and measurements."""
-    db.executescript(
+    _statements(
+        db,
         """
         CREATE TABLE runs (
             id INTEGER PRIMARY KEY,
@@ -93,8 +94,16 @@ def _create_v1(db: sqlite3.Connection) -> None:
         );
         CREATE INDEX measurements_by_series ON measurements (key, device_key);
         CREATE INDEX runs_by_time ON runs (created, id);
-        """
+        """,
     )
+
+
+def _statements(db: sqlite3.Connection, script: str) -> None:
+    """Run each statement of ``script`` inside the open transaction (``executescript`` would
+    commit it first)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
 
 
 # MIGRATIONS[i] takes a database from version i to i + 1; append, never edit a released one.

@@ -114,7 +114,8 @@ def run_of(path: Path, raw: Any) -> Run:
     digest = digest_of(raw)
     data = validate_report(raw, path)
     created = _created(data, path)
-    provenance = data.get("provenance") if isinstance(data.get("provenance"), dict) else {}
+    raw_provenance = data.get("provenance")
+    provenance: dict[str, Any] = raw_provenance if isinstance(raw_provenance, dict) else {}
     dirty = provenance.get("dirty")
     environments = tuple(
         (key, *(_text(device.get(f)) for f in ("name", "uuid", *ENVIRONMENT_FIELDS)))
@@ -152,7 +153,8 @@ def _measurements(tests: Iterable[Mapping[str, Any]]) -> tuple[list[tuple[Any, .
             seen[(key, device_key)] = ordinal + 1
             m = record["measurement"]
             confidence = finite_number(m.get("confidence"))
-            reference, ratio = None, (None, None, None)
+            reference: str | None = None
+            ratio: tuple[float | None, float | None, float | None] = (None, None, None)
             cal = m.get("calibration")
             if isinstance(cal, dict) and isinstance(cal.get("reference"), str):
                 reference = cal["reference"]
@@ -195,7 +197,9 @@ def _skip_reason(record: Mapping[str, Any], m: Mapping[str, Any], value: Any) ->
     return None
 
 
-def ingest(db: sqlite3.Connection, paths: Sequence[Path], *, now: str | None = None) -> tuple[list[Ingested], list[str]]:
+def ingest(
+    db: sqlite3.Connection, paths: Sequence[Path], *, now: str | None = None
+) -> tuple[list[Ingested], list[str]]:
     """Read every report under ``paths``, then add each run not yet in the database, all in one
     transaction. Returns what happened to each report and the lines for files passed over."""
     found, passed = find_reports(paths)
@@ -218,7 +222,16 @@ def ingest(db: sqlite3.Connection, paths: Sequence[Path], *, now: str | None = N
             cursor = db.execute(
                 "INSERT INTO runs (digest, created, commit_sha, branch, dirty, gpuperf_version, source, ingested) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (run.digest, run.created, run.commit, run.branch, run.dirty, run.gpuperf_version, str(run.source), stamp),
+                (
+                    run.digest,
+                    run.created,
+                    run.commit,
+                    run.branch,
+                    run.dirty,
+                    run.gpuperf_version,
+                    str(run.source),
+                    stamp,
+                ),
             )
             run_id = cursor.lastrowid
             db.executemany(
@@ -244,7 +257,6 @@ def describe(item: Ingested) -> str:
     commit = run.commit[:12] if run.commit else "no commit"
     skipped = sum(run.skipped.values())
     why = ", ".join(f"{n} {reason}" for reason, n in sorted(run.skipped.items()))
-    return (
-        f"ingested {run.source}: run of {commit} at {run.created}, {len(run.measurements)} measurements"
-        + (f" ({skipped} kept out of their series: {why})" if skipped else "")
+    return f"ingested {run.source}: run of {commit} at {run.created}, {len(run.measurements)} measurements" + (
+        f" ({skipped} kept out of their series: {why})" if skipped else ""
     )
