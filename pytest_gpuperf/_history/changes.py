@@ -21,8 +21,10 @@ The method, step by step (docs/history.md states it with its parameters):
    interval at ``confidence`` (``shift.hodges_lehmann``).
 5. A candidate that fails the test, or whose interval reaches within ``min_change`` of 1 (a
    change is kept only when its whole interval lies at or above ``1 + min_change``, or at or
-   below ``1 / (1 + min_change)``), is dropped: the one with the largest p-value first; its
-   neighbours' segments merge and all are tested again, until every candidate left passes.
+   below ``1 / (1 + min_change)``), is dropped: of those failing, the one whose split lowers the
+   L2 cost least (``m * n / (m + n) * (mean after - mean before)**2``; a p-value would favour
+   dropping the candidate next to a short segment, whatever its step); its neighbours'
+   segments merge and all are tested again, until every candidate left passes.
 """
 
 from __future__ import annotations
@@ -138,6 +140,13 @@ def _test(logs: npt.NDArray[np.float64], start: int, at: int, end: int, confiden
     )
 
 
+def _gain(logs: npt.NDArray[np.float64], start: int, at: int, end: int) -> float:
+    """How much the L2 cost falls when ``[start, end)`` is split at ``at``."""
+    before, after = logs[start:at], logs[at:end]
+    m, n = len(before), len(after)
+    return m * n / (m + n) * float(after.mean() - before.mean()) ** 2
+
+
 def _beyond(step: Step, bound: float) -> bool:
     """Whether the step's whole interval lies beyond ``bound`` (a log ratio) on one side of 1."""
     return math.log(step.low) >= bound or math.log(step.high) <= -bound
@@ -159,8 +168,8 @@ def confirm(logs: npt.NDArray[np.float64], found: Sequence[int], method: Method)
         failing = [s for s in steps if s.p_value > level or not _beyond(s, bound)]
         if not failing:
             return steps
-        worst = max(failing, key=lambda s: (s.p_value, -abs(math.log(s.size))))
-        kept.remove(worst.index)
+        gains = {s.index: _gain(logs, edges[i], edges[i + 1], edges[i + 2]) for i, s in enumerate(steps)}
+        kept.remove(min(failing, key=lambda s: gains[s.index]).index)
     return []
 
 

@@ -1,6 +1,7 @@
 """Generated histories: reports written as the plugin writes them, with a chosen series of values."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -12,6 +13,11 @@ pytest.importorskip("ruptures", reason="gpuperf history's change points need the
 
 H100 = "nvidia-h100-sm90-132sm-80gib"
 KEY = "test_copy[1MiB]::fast"
+
+
+def commit_of(index: int) -> str:
+    """The commit of the generated run ``index``."""
+    return hashlib.sha1(str(index).encode()).hexdigest()
 
 
 def device(driver: str = "580.1", uuid: str = "gpu-a", cupy: str = "14.0") -> dict[str, Any]:
@@ -32,7 +38,7 @@ def report(value: float, index: int, *, calibrated: bool = True, dev: dict[str, 
     return {
         "schema": "pytest-gpuperf/report/1",
         "created": f"2026-{1 + index // 28:02d}-{1 + index % 28:02d}T12:00:00+00:00",
-        "provenance": {"commit": commit or f"{index:040x}", "branch": "main", "dirty": False, "pytest_gpuperf": "0.2.0"},
+        "provenance": {"commit": commit or commit_of(index), "branch": "main", "dirty": False, "pytest_gpuperf": "0.2.0"},
         "settings": {}, "devices": {H100: dev or device()},
         "tests": [{"nodeid": "tests/fam/test_perf.py::test_copy[1MiB]", "outcome": "passed", "comparisons": [],
                    "figures": [], "measurements": [{"module": "tests/fam/test_perf.py", "key": key,

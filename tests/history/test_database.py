@@ -2,7 +2,6 @@
 (pytest_gpuperf/_history/database.py)."""
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
 
