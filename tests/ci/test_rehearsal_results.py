@@ -211,7 +211,7 @@ def test_the_trend_exports_every_measured_variant(tmp_path: Path) -> None:
     # The history: created on its branch by the first run, one measurement row per measured variant.
     assert outcomes["Ingest into the history"] == "ran" and outcomes["Change points"] == "ran"
     assert outcomes["Comment on the commit"] == outcomes["Fail on a slowdown from code"] == "not run (if: false)"
-    assert "0 run(s) already" not in _step(results, "Ingest into the history").output
+    assert "1 run(s) added, 0 already" in _step(results, "Ingest into the history").output
     assert _history_rows(server) == 275
     assert "No change point in" in (temp / "changes.md").read_text()
     assert pushed["tool"] == "customSmallerIsBetter" and pushed["name"] == "gpu-perf sm90"
