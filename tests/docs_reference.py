@@ -158,14 +158,25 @@ def cli_markdown() -> str:
     out += ["", "Options of `gpuperf` itself: " + "; ".join(f"`{max(a.option_strings, key=len)}`: {_help(a, prog) or a.help or 'prints the version'}"
                                                          for a in top) + "."]
     for name, p in sub.choices.items():
-        summary = helps.get(name, "")
-        out += ["", f"## `{prog} {name}`", "", (summary[:1].upper() + summary[1:] + ".") if summary else ""]
-        if p.description:
-            out += ["", p.description]
-        out += ["", "```", _usage(f"{prog} {name}", p), "```", ""]
-        rows = []
+        out += _command_section(f"{prog} {name}", helps.get(name, ""), p, "##")
+    return "\n".join(out) + "\n"
+
+
+def _nested(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:  # type: ignore[type-arg]
+    return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
+def _command_section(title: str, summary: str, p: argparse.ArgumentParser, level: str) -> list[str]:
+    """A command's heading, description, usage and argument table; then its own subcommands'."""
+    out = ["", f"{level} `{title}`", "", (summary[:1].upper() + summary[1:] + ".") if summary else ""]
+    if p.description:
+        out += ["", p.description]
+    nested = _nested(p)
+    out += ["", "```", _usage(title, p) + (" ..." if nested else ""), "```", ""]
+    rows = []
+    if True:  # one indentation level, as the table's code had it
         for action in p._actions:
-            if isinstance(action, argparse._HelpAction):
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
                 continue
             names = ", ".join(action.option_strings) if action.option_strings else _metavar(action)
             value = _metavar(action) if action.option_strings and _takes_value(action) else ""
@@ -179,7 +190,11 @@ def cli_markdown() -> str:
             text = _help(action, p.prog) + (f" ({'; '.join(extra)})" if extra else "")
             rows.append([_code(names), _code(value), _code(_default(action)), text])
         out.append(_table(["argument", "value", "default", "meaning"], rows))
-    return "\n".join(out) + "\n"
+    if nested is not None:
+        helps = {a.dest: a.help or "" for a in nested._choices_actions}
+        for name, child in nested.choices.items():
+            out += _command_section(f"{title} {name}", helps.get(name, ""), child, level + "#")
+    return out
 
 
 # -- pytest options and markers --------------------------------------------------------------

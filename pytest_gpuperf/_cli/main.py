@@ -11,6 +11,7 @@ from pytest_gpuperf._cli import (
     check,
     diff,
     export,
+    history,
     levels,
     listing,
     margins,
@@ -25,7 +26,7 @@ from pytest_gpuperf.errors import GpuPerfError
 
 PROG = "gpuperf"
 # In --help's order.
-SUBCOMMANDS = (listing, check, diff, prune, report, export, plots, migrate, margins, levels, plan, bisect)
+SUBCOMMANDS = (listing, check, diff, prune, report, export, plots, migrate, margins, levels, plan, bisect, history)
 
 __all__ = ["main", "build_parser", "version"]
 

@@ -85,6 +85,15 @@ def test_every_gpuperf_command_named_exists_with_its_options(path: Path) -> None
                 problems.append(f"gpuperf {word}: no such subcommand")
                 continue
             known = {s for a in SUBCOMMANDS[word]._actions for s in a.option_strings}
+            nested = ref._nested(SUBCOMMANDS[word])
+            if nested is not None:  # gpuperf history [--db PATH] ingest|show|changes ...
+                words = re.findall(r"(?<![\w-])([a-z][a-z-]*)\b", re.sub(r"--?[a-z][a-z-]*(?:\s+\S+)?", "", rest))
+                child = next((w for w in words if w in nested.choices), None)
+                if child is None and words:
+                    problems.append(f"gpuperf {word} {words[0]}: no such subcommand of it")
+                    continue
+                if child is not None:
+                    known |= {s for a in nested.choices[child]._actions for s in a.option_strings}
             problems += [f"gpuperf {word} {flag}: no such option" for flag in re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", rest)
                          if flag not in known and not flag.startswith("--gpu-perf")]
     assert not problems, f"{path.name}: " + "; ".join(problems)

@@ -17,7 +17,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"_timing"}),
     frozenset({"testing"}),
     frozenset({"_report"}),
-    frozenset({"_compile", "_counters"}),
+    frozenset({"_compile", "_counters", "_history"}),
     frozenset({"_diagnose", "_plan"}),
     frozenset({"_plugin"}),
     frozenset({"_cli", "strategies"}),

@@ -153,10 +153,10 @@ def test_the_refresh_refuses_an_invalid_baseline_file(tmp_path: Path) -> None:
 
 
 # -- gpu-perf-results.yml ----------------------------------------------------------------------
-def _results_contexts(event: str) -> dict[str, Any]:
+def _results_contexts(event: str, server: Path | None = None) -> dict[str, Any]:
     return {
         "github": {"event_name": "workflow_run", "repository": "owner/pytest-gpuperf", "run_id": 4,
-                   "token": "rehearsal-token-not-a-secret",
+                   "token": "rehearsal-token-not-a-secret", "server_url": str(server or "https://github.invalid"),
                    "event": {"workflow_run": {"event": event, "head_branch": "main", "conclusion": "failure",
                                               "id": 9, "head_sha": "0723de90d4041093edcfd4ea8ba0dede4bd80aa5",
                                               "html_url": "https://github.invalid/run/9",
@@ -202,11 +202,18 @@ def test_the_trend_exports_every_measured_variant(tmp_path: Path) -> None:
         pushed.update(options, data=json.loads(Path(options["output-file-path"]).read_text()))
         return "reads the exported file; pushing to gh-pages needs GitHub"
 
-    results, _, _ = _run("gpu-perf-results.yml", "trend", tmp_path, _results_contexts("push"), artifact,
-                         uses={"benchmark-action/github-action-benchmark": benchmark_action})
+    server = _history_remote(tmp_path / "server")
+    results, _, temp = _run("gpu-perf-results.yml", "trend", tmp_path, _results_contexts("push", server), artifact,
+                            uses={"benchmark-action/github-action-benchmark": benchmark_action})
     outcomes = _outcomes(results)
     assert "failed" not in outcomes, outcomes["failed"]
     assert outcomes["Export for github-action-benchmark"] == "ran"
+    # The history: created on its branch by the first run, one measurement row per measured variant.
+    assert outcomes["Ingest into the history"] == "ran" and outcomes["Change points"] == "ran"
+    assert outcomes["Comment on the commit"] == outcomes["Fail on a slowdown from code"] == "not run (if: false)"
+    assert "1 run(s) added, 0 already" in _step(results, "Ingest into the history").output
+    assert _history_rows(server) == 275
+    assert "No change point in" in (temp / "changes.md").read_text()
     assert pushed["tool"] == "customSmallerIsBetter" and pushed["name"] == "gpu-perf sm90"
     data = pushed["data"]
     report = json.loads(gzip.decompress(SUITE_REPORT.read_bytes()))
@@ -214,3 +221,50 @@ def test_the_trend_exports_every_measured_variant(tmp_path: Path) -> None:
     assert len(data) == len(measured) > 250
     assert len({e["name"] for e in data}) == len(data)  # one trend line each, a repeated key numbered
     assert all(e["unit"] == "us" and e["value"] > 0 for e in data), data[:3]
+
+
+def _step(results: list[StepResult], name: str) -> StepResult:
+    return next(r for r in results if r.name == name)
+
+
+def _history_remote(server: Path) -> Path:
+    """A bare repository where the workflow's REMOTE (server_url/repository.git) points."""
+    import subprocess
+
+    bare = server / "owner" / "pytest-gpuperf.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    return server
+
+
+def _history_rows(server: Path) -> int:
+    """The measurement rows of history.sqlite on the remote's gpu-perf-history branch, which must
+    hold one commit."""
+    import sqlite3
+    import subprocess
+
+    bare = server / "owner" / "pytest-gpuperf.git"
+    log = subprocess.run(["git", "-C", str(bare), "log", "--format=%s", "gpu-perf-history"], check=True,
+                         capture_output=True, text=True).stdout.splitlines()
+    assert len(log) == 1 and log[0].startswith("gpu-perf history after sm90 of 0723de90d404"), log
+    blob = subprocess.run(["git", "-C", str(bare), "show", "gpu-perf-history:history.sqlite"], check=True,
+                          capture_output=True).stdout
+    path = server / "history.sqlite"
+    path.write_bytes(blob)
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT count(*) FROM measurements").fetchone()[0])
+
+
+def test_the_trend_ingests_a_run_once_and_keeps_one_commit(tmp_path: Path) -> None:
+    """A re-run of the same CI run: the report is in the history already; the branch still holds
+    one commit (replaced, with the same database content)."""
+    _needs_git()
+    artifact = _gpu_job_artifact(tmp_path / "artifact")
+    server = _history_remote(tmp_path / "server")
+    emulate = {"benchmark-action/github-action-benchmark": lambda runner, options: "charts need GitHub"}
+    for attempt in ("first", "second"):
+        results, _, _ = _run("gpu-perf-results.yml", "trend", tmp_path / attempt, _results_contexts("push", server),
+                             artifact, uses=emulate)
+        outcomes = _outcomes(results)
+        assert "failed" not in outcomes, outcomes["failed"]
+    assert "0 run(s) added, 1 already" in _step(results, "Ingest into the history").output
+    assert _history_rows(server) == 275

@@ -298,8 +298,30 @@ def test_the_trend_exports_each_gpu_jobs_report_for_github_action_benchmark() ->
     bench = next(s for s in trend["steps"] if str(s.get("uses", "")).startswith("benchmark-action/github-action-benchmark@"))
     options = bench["with"]
     assert options["tool"] == "customSmallerIsBetter" and options["gh-pages-branch"] == "gh-pages"
-    assert options["auto-push"] is True and options["alert-threshold"].endswith("%") and options["comment-on-alert"] is True
+    assert options["auto-push"] is True and options["comment-on-alert"] is False and options["fail-on-alert"] is False
+    assert "alert-threshold" not in options, "the charts only: the history's change points raise the alert"
     assert options["ref"] == "${{ github.event.workflow_run.head_sha }}", "the point belongs to the measured commit"
+
+
+def test_the_trend_alerts_from_the_historys_change_points() -> None:
+    """docs/history.md: every run of main is ingested into the database on the gpu-perf-history
+    branch, and the alert (commit comment, failed job) is a new change point labelled code that
+    is a slowdown, not a point worse than the previous one."""
+    trend = _load(WORKFLOWS / "gpu-perf-results.yml")["jobs"]["trend"]
+    steps = {s.get("name"): s for s in trend["steps"]}
+    assert '-e ".[history]"' in steps["Install gpuperf"]["run"]
+    ingest = steps["Ingest into the history"]
+    assert 'gpuperf history --db "$dir/history.sqlite" ingest "$RUNNER_TEMP/gpu-perf/gpu-perf-$ARCH"' in ingest["run"]
+    assert '--force-with-lease="refs/heads/gpu-perf-history:$lease"' in ingest["run"]
+    assert ingest["env"]["GH_TOKEN"] == "${{ github.token }}" and "persist-credentials" not in str(ingest)
+    changes = steps["Change points"]["run"]
+    assert "gpuperf history --db \"$DB\" changes --new --fail-on slower-code --format markdown" in changes
+    assert "repos/$REPO/commits/$HEAD_SHA/comments" in steps["Comment on the commit"]["run"]
+    assert steps["Comment on the commit"]["if"] == steps["Fail on a slowdown from code"]["if"] == "steps.changes.outputs.slower == 'true'"
+    names = [s.get("name") for s in trend["steps"]]
+    assert names.index("Ingest into the history") < names.index("Change points") < names.index("Fail on a slowdown from code")
+    docs = (ROOT / "docs" / "ci-results.md").read_text()
+    assert "gpu-perf-history" in docs and "history.md" in docs
 
 
 def test_the_pull_request_comment_is_opt_in_sticky_and_lists_failures_first() -> None:
