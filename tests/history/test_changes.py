@@ -1,14 +1,14 @@
 """The change-point method on generated series (pytest_gpuperf/_history/changes.py, shift.py)."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
-from scipy.stats import mannwhitneyu
 
 from pytest_gpuperf._history.changes import Method, find_steps, noise_sigma
-from pytest_gpuperf._history.shift import hodges_lehmann, mann_whitney, u_cdf
+from pytest_gpuperf._history.shift import hodges_lehmann, mann_whitney, tail_rank
 from tests.history.conftest import noisy
 
 
@@ -72,19 +72,23 @@ def test_a_constant_series_and_a_short_one() -> None:
     assert [s.index for s in find_steps(exact)] == [20]
 
 
-@pytest.mark.parametrize("m,n", [(3, 3), (4, 9), (12, 10), (45, 50)])
-def test_mann_whitney_matches_scipy(m: int, n: int) -> None:
-    rng = np.random.default_rng(m * 100 + n)
-    a, b = rng.normal(0, 1, m), rng.normal(0.8, 1, n)
-    method = "exact" if max(m, n) <= 40 else "asymptotic"
-    assert mann_whitney(a, b) == pytest.approx(mannwhitneyu(a, b, method=method).pvalue, rel=1e-9)
+def _exact_tail_rank(m: int, n: int, confidence: float) -> int:
+    """C from U's exact null distribution, by enumerating every placement of ranks."""
+    counts = np.zeros(m * n + 1)
+    for chosen in itertools.combinations(range(m + n), m):
+        counts[sum(chosen) - m * (m - 1) // 2] += 1
+    cdf = np.cumsum(counts) / counts.sum()
+    return int(np.searchsorted(cdf, (1 - confidence) / 2, side="right"))
 
 
-def test_the_exact_u_distribution_is_symmetric_and_sums_to_one() -> None:
-    cdf = u_cdf(5, 7)
-    assert cdf is not None and len(cdf) == 36 and cdf[-1] == pytest.approx(1.0)
-    pmf = np.diff(np.concatenate([[0.0], cdf]))
-    assert np.allclose(pmf, pmf[::-1]) and pmf[0] == pytest.approx(1 / math.comb(12, 5))
+@pytest.mark.parametrize(("m", "n", "confidence"), [(10, 10, 0.95), (8, 12, 0.95), (6, 9, 0.99), (7, 11, 0.99), (3, 3, 0.99)])
+def test_moses_rank_is_the_one_of_the_exact_distribution(m: int, n: int, confidence: float) -> None:
+    assert tail_rank(m, n, confidence) == _exact_tail_rank(m, n, confidence)
+
+
+def test_mann_whitney_is_scipys() -> None:
+    a, b = [1.0, 1.2, 0.9, 1.1], [2.0, 2.2, 1.9, 2.1, 2.3]
+    assert mann_whitney(a, b) == pytest.approx(2 / math.comb(9, 4))
 
 
 def test_the_hodges_lehmann_interval_covers_the_shift() -> None:
