@@ -6,8 +6,11 @@ a driver update (the noise can move the place found) is still laid at the update
 difference in the GPU model, the driver, the CUDA runtime, the CUDA driver API or CuPy between
 two neighbouring runs of that stretch makes the change *environment*, naming each field as
 ``old -> new``; otherwise it is *code*, with the commit range from the last run before to the
-first run after. A different physical GPU (uuid) is reported as a detail, not as a label:
-fleets swap machines of one model without changing what is measured.
+first run after. The physical GPUs (uuid) count too, as a set: when none of the GPUs of the last
+``min_size`` runs before the change ran any of the first ``min_size`` after it, the machine may
+explain the change (GPUs of one model differ by several percent), and it is *environment*; when
+one GPU ran on both sides, the machine does not explain it, and the uuids are a detail (fleets
+that rotate machines keep finding code changes).
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ def _differences(a: Environment, b: Environment) -> list[str]:
     ]
 
 
+def _gpus(uuids: set[str | None]) -> str:
+    return "/".join(sorted(str(u)[:12] for u in uuids))
+
+
 def label_change(points: Sequence[Point], index: int, around: int) -> Label:
     """The label of a change before ``points[index]`` (points: the series' usable points)."""
     stretch = points[max(0, index - around) : index + around]
@@ -58,6 +65,10 @@ def label_change(points: Sequence[Point], index: int, around: int) -> Label:
     for a, b in zip(stretch, stretch[1:], strict=False):
         moved += [d for d in _differences(a.environment, b.environment) if d not in moved]
     before, after = points[index - 1], points[index]
+    gpus_before = {p.environment.uuid for p in points[max(0, index - around) : index]}
+    gpus_after = {p.environment.uuid for p in points[index : index + around]}
+    if None not in gpus_before | gpus_after and gpus_before.isdisjoint(gpus_after):
+        moved.append(f"GPU {_gpus(gpus_before)} -> {_gpus(gpus_after)} (no GPU ran on both sides)")
     return Label(
         ENVIRONMENT if moved else CODE,
         tuple(moved),

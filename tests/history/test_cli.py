@@ -137,6 +137,30 @@ def test_a_driver_update_with_a_step_is_labelled_environment(home: Path, capsys:
     assert line.startswith("faster -6.") and ": environment at" in line and "driver 580.1 -> 590.2" in line
 
 
+def test_a_step_where_the_runner_was_replaced_is_labelled_environment(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Raw times on another GPU of the same model: no GPU ran on both sides, so the machine may explain it."""
+    values = noisy(40, 10)
+    values[20:] *= 1.07
+    devices = [device(uuid="gpu-a" if i < 20 else "gpu-c") for i in range(40)]
+    db, paths = _history(home, values, devices=devices, calibrated=False)
+    run(capsys, "history", "--db", str(db), "ingest", *map(str, paths))
+    code, out, _ = run(capsys, "history", "--db", str(db), "changes", "--fail-on", "slower-code")
+    assert code == 0, out
+    assert ": environment at" in out and "GPU gpu-a -> gpu-c (no GPU ran on both sides)" in out
+
+
+def test_a_step_on_a_fleet_that_rotates_gpus_is_still_code(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    values = noisy(40, 12)
+    values[20:] *= 1.07
+    devices = [device(uuid=("gpu-a", "gpu-b", "gpu-c")[i % 3]) for i in range(40)]
+    db, paths = _history(home, values, devices=devices, calibrated=False)
+    run(capsys, "history", "--db", str(db), "ingest", *map(str, paths))
+    code, out, _ = run(capsys, "history", "--db", str(db), "changes", "--fail-on", "slower-code")
+    assert code == 1 and ": code at" in out, out
+
+
 def test_a_driver_update_without_a_step_is_no_change(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     devices = [device(driver="580.1" if i < 20 else "590.2") for i in range(40)]
     db, paths = _history(home, noisy(40, 6), devices=devices)
