@@ -84,7 +84,9 @@ def _moved(c: Change) -> str:
 
 def _gpu_note(c: Change) -> str:
     a, b = c.label.gpus
-    return f"another GPU of the model ({(a or '?')[:8]} -> {(b or '?')[:8]})" if a != b else ""
+    if a == b or any(m.startswith("GPU ") for m in c.label.moved):  # the label names the GPUs already
+        return ""
+    return f"another GPU of the model ({(a or '?')[:8]} -> {(b or '?')[:8]})"
 
 
 def _basis(c: Change) -> str:
