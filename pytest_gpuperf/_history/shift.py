@@ -12,6 +12,7 @@ with z the normal quantile of (1 + confidence)/2.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -40,6 +41,7 @@ def mann_whitney(before: npt.ArrayLike, after: npt.ArrayLike) -> float:
 EXACT_MAX_PAIRS = 10_000  # m * n up to which C comes from U's exact distribution
 
 
+@functools.cache
 def tail_rank(m: int, n: int, confidence: float) -> int:
     """C of Moses' interval (module doc): the largest c with P(U <= c - 1) <= (1 - confidence) / 2;
     below 1 where no bounded interval exists."""

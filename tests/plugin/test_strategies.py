@@ -17,21 +17,21 @@ def test_arrays_hold_no_subnormal_values_unless_asked(x: np.ndarray) -> None:
     assert not np.any((x != 0) & (np.abs(x) < tiny)), "a subnormal input a GPU may flush to zero"
 
 
-def _a_subnormal(subnormal: bool) -> float:
+def _a_subnormal(subnormal: bool, examples: int) -> float:
     tiny = np.finfo(np.float32).tiny
     # derandomize: the search is the same on every run, so the verdict cannot depend on the seed
     return find(
         gst.finite_floats(np.float32, subnormal=subnormal),
         lambda v: v != 0 and abs(v) < tiny,
-        settings=settings(max_examples=2000, database=None, derandomize=True),
+        settings=settings(max_examples=examples, database=None, derandomize=True),
     )
 
 
 def test_subnormal_values_are_drawn_when_asked() -> None:
-    v = _a_subnormal(subnormal=True)
+    v = _a_subnormal(subnormal=True, examples=2000)
     assert 0 < abs(v) < np.finfo(np.float32).tiny
 
 
 def test_subnormal_values_are_never_drawn_unless_asked() -> None:
     with pytest.raises(NoSuchExample):
-        _a_subnormal(subnormal=False)
+        _a_subnormal(subnormal=False, examples=300)
