@@ -39,6 +39,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+import pytest
+
 from pytest_gpuperf._store.files import private_dir
 from pytest_gpuperf._store.git_output import run_git
 from pytest_gpuperf._store.locks import hold
@@ -396,11 +398,21 @@ def pair(
     try:
         with revision.active():
             func(**kwargs)
-    except Exception as exc:  # REV's test ran on placeholder results; the variants built before stopping are kept
+    except STAND_IN_STOPS as exc:  # REV's test ran on placeholder results; the variants built before stopping are kept
         stopped = stop_reason(exc)
     if not collector.variants:
         return Pairing({}, f"the test builds no variant at {revision.label}")
     return Pairing(dict(collector.variants), calls=tuple(collector.calls), stopped=stopped)
+
+
+# What ends a test run on the stand-in without ending the real test: its exceptions, and a skip, an
+# xfail or a failure it calls for on a placeholder result (which says nothing of the real one).
+STAND_IN_STOPS: tuple[type[BaseException], ...] = (
+    Exception,
+    pytest.skip.Exception,
+    pytest.xfail.Exception,
+    pytest.fail.Exception,
+)
 
 
 def stop_reason(exc: BaseException) -> str:

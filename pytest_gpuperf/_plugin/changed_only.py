@@ -156,7 +156,7 @@ def _call(call: tuple[Any, ...]) -> str:
 def collect_calls(item: Any, real: Any) -> tuple[tuple[tuple[Any, ...], ...], dict[str, Variant]] | str:
     """The working tree's test run once more with a stand-in for ``gpu_perf`` (``VariantCollector``):
     its calls and variants, or why they cannot be collected."""
-    from pytest_gpuperf._plugin.against import VariantCollector, stop_reason
+    from pytest_gpuperf._plugin.against import STAND_IN_STOPS, VariantCollector, stop_reason
 
     function = getattr(item, "obj", None)
     if (
@@ -175,7 +175,7 @@ def collect_calls(item: Any, real: Any) -> tuple[tuple[tuple[Any, ...], ...], di
         return f"the test's argument {exc} is not available to run it again"
     try:
         function(**kwargs)
-    except Exception as exc:  # the stand-in's results are placeholders: a test that computes with them may stop
+    except STAND_IN_STOPS as exc:  # the stand-in's results are placeholders: a test that computes with them may stop
         return f"the test stopped before its end when run again with a stand-in ({stop_reason(exc)}): its later calls are unknown"
     return tuple(collector.calls), dict(collector.variants)
 

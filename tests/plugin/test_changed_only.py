@@ -332,3 +332,29 @@ def test_the_compiler_input_digest_ignores_where_the_tree_is_and_nothing_else(tm
     assert digest(tree(tmp_path / "four", source_extra="#include HEADER\n")) is None
     (tmp_path / "one" / "k" / "unused.cuh").write_text("// reachable through <unused.cuh>\n")
     assert digest(one) != digest(two), "every header under an include folder counts"
+
+
+SKIPPING_MODULE = """
+import pytest
+from pytest_gpuperf import Variant
+from mylib import kernels
+
+def launch():
+    pass
+
+launch.fake_identity = kernels.IDENTITY
+launch.fake_seconds = 10e-6
+
+def test_skips_on_a_low_number(gpu_perf):
+    if float(gpu_perf.measure(Variant("k", launch)).median_s) < 2.0:
+        pytest.skip("a number the stand-in cannot have")
+"""
+
+
+def test_a_skip_called_for_on_a_placeholder_ends_the_stand_in_run_only(pytester: pytest.Pytester, project: Path) -> None:
+    """The real test is not skipped by what its stand-in run did; the stand-in run stopped, so it is timed."""
+    (project / "test_skips.py").write_text(SKIPPING_MODULE)
+    git(project, "add", ".")
+    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "skips")
+    run(pytester, "test_skips.py").assert_outcomes(skipped=1)  # the real median is far below 2 s
+    assert timed_because(project).startswith("the test stopped before its end when run again with a stand-in (Skipped:")
