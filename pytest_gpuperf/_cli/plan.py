@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_gpuperf._plan.allocate import Plan, make_plan
 from pytest_gpuperf._plan.checks import Check, Unit, checks_of, units_of
 from pytest_gpuperf._report.render import report_records
-from pytest_gpuperf._report.table import text_table
+from pytest_gpuperf._report.table import markdown_table, text_table
 from pytest_gpuperf._store.reports import load_report
 
 if TYPE_CHECKING:
@@ -43,15 +43,20 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    checks: dict[str, Check] = {}
+    checks: dict[
+        tuple[str, int], Check
+    ] = {}  # by place and its occurrence in the report (a variant may be checked twice)
     units: dict[str, list[Unit]] = {}
     for path in args.reports:
         data = load_report(Path(path))
         budget, tolerance = _setting(data, "budget", 1.0), _setting(data, "tolerance", 0.05)
         records = report_records(data)
+        seen: dict[str, int] = {}
         for c in checks_of(records, budget, tolerance):
-            if c.where not in checks or c.h0 > checks[c.where].h0:  # the noisiest run of each check
-                checks[c.where] = c
+            key = (c.where, seen.setdefault(c.where, 0))
+            seen[c.where] += 1
+            if key not in checks or c.h0 > checks[key].h0:  # the noisiest run of each check
+                checks[key] = c
         by_function: dict[str, list[Unit]] = {}
         for u in units_of(records, budget):
             by_function.setdefault(u.function, []).append(u)
@@ -103,7 +108,7 @@ def plan_lines(plan: Plan, reports: int, markdown: bool = False) -> list[str]:
                 f"{f.gpu_planned:.1f}",
             ]
         )
-    lines += ["", *(_markdown_table(rows) if markdown else text_table(rows).splitlines())]
+    lines += ["", *(markdown_table(rows, right=(1, 6, 7), code=(0,)) if markdown else text_table(rows)).splitlines()]
     unreachable = [c for f in plan.functions for c in f.unreachable]
     if unreachable:
         lines += ["", f"{len(unreachable)} check(s) cannot catch {_pct(plan.reached)} at any budget up to the most:"]
@@ -153,11 +158,6 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             for f in plan.functions
         ],
     }
-
-
-def _markdown_table(rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(rows[0])]
-    return out + ["| " + " | ".join(r) + " |" for r in rows[1:]]
 
 
 def _setting(data: Mapping[str, Any], name: str, default: float) -> float:
