@@ -13,8 +13,8 @@ no digest here.
 from __future__ import annotations
 
 import ctypes
-import functools
-from typing import Any
+
+from pytest_gpuperf._timing import driver
 
 __all__ = ["record_module", "code_of", "COMPILER_INPUT"]
 
@@ -23,17 +23,10 @@ COMPILER_INPUT = "same compiler input (source, headers, options) in the plugin's
 _digests: dict[int, str] = {}  # CUmodule handle -> digest
 
 
-@functools.lru_cache(maxsize=1)
-def _driver() -> Any:
-    lib = ctypes.CDLL("libcuda.so.1")
-    lib.cuFuncGetModule.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
-    return lib
-
-
 def _module_of(function: int) -> int | None:
     module = ctypes.c_void_p()
     try:
-        status = _driver().cuFuncGetModule(ctypes.byref(module), function)
+        status = driver.load().cuFuncGetModule(ctypes.byref(module), function)
     except (OSError, AttributeError):
         return None
     return int(module.value or 0) if status == 0 else None

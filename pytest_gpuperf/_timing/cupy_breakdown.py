@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from pytest_gpuperf._timing import audit, graphs, kernel_nodes, streams
+from pytest_gpuperf._timing import audit, driver, graphs, kernel_nodes, streams
 from pytest_gpuperf._timing.breakdown import Breakdown, KernelTime
 from pytest_gpuperf._timing.kernel_names import identifier
 
@@ -49,7 +49,7 @@ def take_breakdown(
             for i, (replay, copies) in enumerate([whole, *alone]):
                 runs[i].append(_time(cp, stream, replay) / copies)
         stream.synchronize()
-    except kernel_nodes.DriverError as exc:
+    except driver.DriverError as exc:
         return f"the driver refused to read or replay the captured graph ({exc})"
     finally:
         timer.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pytest_gpuperf._timing import driver_identity
+from pytest_gpuperf._timing import driver, driver_identity
 from pytest_gpuperf._timing.cupy_breakdown import capture_kept
 from pytest_gpuperf._timing.launch_identity import LaunchIdentity
 from pytest_gpuperf._timing.streams import TimingStream
@@ -31,7 +31,7 @@ def take_identity(
             return f"the launch could not be captured into a CUDA graph ({type(exc).__name__}: {_first_line(exc)})"
         try:
             out.append(driver_identity.read_graph(handle))
-        except driver_identity.DriverError as exc:
+        except driver.DriverError as exc:
             return f"the driver refused to read the captured graph ({exc})"
         finally:
             del keep

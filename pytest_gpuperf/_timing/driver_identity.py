@@ -12,14 +12,11 @@ node types carry no parameters here, and ``launch_identity.compare`` proves none
 from __future__ import annotations
 
 import ctypes
-import functools
-from typing import Any
 
-from pytest_gpuperf._timing import code_images
-from pytest_gpuperf._timing.kernel_nodes import DriverError, KernelNodeParams
+from pytest_gpuperf._timing import code_images, driver
 from pytest_gpuperf._timing.launch_identity import KernelIdentity, LaunchIdentity, NodeIdentity
 
-__all__ = ["read_graph", "DriverError"]
+__all__ = ["read_graph"]
 
 # CUgraphNodeType (cuda.h)
 NODE_TYPES = {
@@ -72,66 +69,18 @@ UNKNOWN_ATTRIBUTE = frozenset({CUDA_ERROR_INVALID_VALUE, 801})  # CUDA_ERROR_NOT
 MAX_PARAMS = 4096
 
 
-class _MemsetParams(ctypes.Structure):
-    """CUDA_MEMSET_NODE_PARAMS (cuda.h)."""
-
-    _fields_ = [
-        ("dst", ctypes.c_uint64),
-        ("pitch", ctypes.c_size_t),
-        ("value", ctypes.c_uint),
-        ("elementSize", ctypes.c_uint),
-        ("width", ctypes.c_size_t),
-        ("height", ctypes.c_size_t),
-    ]
-
-
-@functools.lru_cache(maxsize=1)
-def _driver() -> Any:
-    lib = ctypes.CDLL("libcuda.so.1")
-    p, pp, size = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)
-    signatures: dict[str, list[Any]] = {
-        "cuGraphGetNodes": [p, pp, size],
-        "cuGraphGetEdges": [p, pp, pp, size],
-        "cuGraphNodeGetType": [p, ctypes.POINTER(ctypes.c_int)],
-        "cuGraphChildGraphNodeGetGraph": [p, pp],
-        "cuGraphKernelNodeGetParams_v2": [p, ctypes.POINTER(KernelNodeParams)],
-        "cuGraphKernelNodeGetAttribute": [p, ctypes.c_int, p],
-        "cuGraphMemsetNodeGetParams": [p, ctypes.POINTER(_MemsetParams)],
-        "cuGraphMemcpyNodeGetParams": [p, p],
-        "cuKernelGetFunction": [pp, p],
-        "cuFuncGetName": [ctypes.POINTER(ctypes.c_char_p), p],
-        "cuFuncGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, p],
-    }
-    for name, argtypes in signatures.items():
-        getattr(lib, name).argtypes = argtypes
-    try:
-        lib.cuFuncGetParamInfo.argtypes = [p, ctypes.c_size_t, size, size]
-    except AttributeError:  # a driver older than CUDA 12.4: parameters stay unreadable
-        pass
-    return lib
-
-
-def _check(status: int, call: str) -> None:
-    if status != 0:
-        raise DriverError(f"{call} returned CUresult {status}")
-
-
 def read_graph(graph: int) -> LaunchIdentity:
     """The identity of ``graph`` (a ``CUgraph``), child graphs included. Raises DriverError when
     the driver refuses to list the graph's nodes or edges."""
-    lib = _driver()
-    count = ctypes.c_size_t(0)
-    _check(lib.cuGraphGetNodes(graph, None, ctypes.byref(count)), "cuGraphGetNodes")
-    handles = (ctypes.c_void_p * max(count.value, 1))()
-    _check(lib.cuGraphGetNodes(graph, handles, ctypes.byref(count)), "cuGraphGetNodes")
-    nodes = [int(handles[i] or 0) for i in range(count.value)]
+    lib = driver.load()
+    nodes = driver.graph_nodes(graph)
     index = {node: i for i, node in enumerate(nodes)}
     edges = ctypes.c_size_t(0)
-    _check(lib.cuGraphGetEdges(graph, None, None, ctypes.byref(edges)), "cuGraphGetEdges")
+    driver.check(lib.cuGraphGetEdges(graph, None, None, ctypes.byref(edges)), "cuGraphGetEdges")
     sources = (ctypes.c_void_p * max(edges.value, 1))()
     targets = (ctypes.c_void_p * max(edges.value, 1))()
     if edges.value:  # asked for the edges of a graph that has none, the driver answers CUDA_ERROR_INVALID_VALUE
-        _check(lib.cuGraphGetEdges(graph, sources, targets, ctypes.byref(edges)), "cuGraphGetEdges")
+        driver.check(lib.cuGraphGetEdges(graph, sources, targets, ctypes.byref(edges)), "cuGraphGetEdges")
     pairs = frozenset(
         (index.get(int(sources[i] or 0), -1), index.get(int(targets[i] or 0), -1)) for i in range(edges.value)
     )
@@ -139,21 +88,20 @@ def read_graph(graph: int) -> LaunchIdentity:
 
 
 def _node(node: int) -> NodeIdentity:
-    lib = _driver()
-    kind = ctypes.c_int(-1)
-    _check(lib.cuGraphNodeGetType(node, ctypes.byref(kind)), "cuGraphNodeGetType")
-    name = NODE_TYPES.get(kind.value, f"type {kind.value}")
+    lib = driver.load()
+    kind = driver.node_type(node)
+    name = NODE_TYPES.get(kind, f"type {kind}")
     if name == "graph":
         child = ctypes.c_void_p()
-        _check(lib.cuGraphChildGraphNodeGetGraph(node, ctypes.byref(child)), "cuGraphChildGraphNodeGetGraph")
+        driver.check(lib.cuGraphChildGraphNodeGetGraph(node, ctypes.byref(child)), "cuGraphChildGraphNodeGetGraph")
         return NodeIdentity(name, child=read_graph(int(child.value or 0)))
     if name == "kernel":
         return NodeIdentity(name, kernel=_kernel(node))
     if name == "memset":
-        memset = _MemsetParams()
+        memset = driver.MemsetNodeParams()
         if lib.cuGraphMemsetNodeGetParams(node, ctypes.byref(memset)) != 0:
             return NodeIdentity(name)
-        return NodeIdentity(name, detail=tuple(getattr(memset, f[0]) for f in _MemsetParams._fields_))
+        return NodeIdentity(name, detail=tuple(getattr(memset, f[0]) for f in driver.MemsetNodeParams._fields_))
     if name == "memcpy":
         raw = ctypes.create_string_buffer(MEMCPY3D_BYTES + 56)  # room beyond the structure: never overrun
         if lib.cuGraphMemcpyNodeGetParams(node, raw) != 0:
@@ -163,18 +111,11 @@ def _node(node: int) -> NodeIdentity:
 
 
 def _kernel(node: int) -> KernelIdentity:
-    lib = _driver()
-    params = KernelNodeParams()
-    _check(lib.cuGraphKernelNodeGetParams_v2(node, ctypes.byref(params)), "cuGraphKernelNodeGetParams")
-    func = int(params.func or 0)
-    if not func and params.kern:  # a node made from a CUkernel (cuLibrary) may carry no CUfunction
-        handle = ctypes.c_void_p()
-        if lib.cuKernelGetFunction(ctypes.byref(handle), params.kern) == 0:
-            func = int(handle.value or 0)
+    params, func = driver.kernel_node(node)
     values, unreadable = _parameters(func, int(params.kernelParams or 0), int(params.extra or 0))
     code = code_images.code_of(func)
     return KernelIdentity(
-        name=_name(func),
+        name=driver.function_name(func),
         function=func,
         grid=(params.gridDimX, params.gridDimY, params.gridDimZ),
         block=(params.blockDimX, params.blockDimY, params.blockDimZ),
@@ -189,10 +130,10 @@ def _kernel(node: int) -> KernelIdentity:
 
 def _parameters(func: int, kernel_params: int, extra: int) -> tuple[tuple[tuple[int, bytes], ...] | None, str]:
     """Each parameter's offset and bytes, or None and why not."""
-    lib = _driver()
+    lib = driver.load()
     if not func:
         return None, "the node's function is unknown"
-    if not hasattr(lib.cuFuncGetParamInfo, "argtypes") or lib.cuFuncGetParamInfo.argtypes is None:
+    if getattr(lib, "cuFuncGetParamInfo", None) is None:  # a driver older than CUDA 12.4
         return None, "this driver has no cuFuncGetParamInfo (CUDA 12.4 or later)"
     if not kernel_params:
         return None, "the node passes its parameters as one buffer (extra), not one by one" if extra else (
@@ -215,7 +156,7 @@ def _parameters(func: int, kernel_params: int, extra: int) -> tuple[tuple[tuple[
 
 
 def _launch_attributes(node: int) -> tuple[tuple[str, object], ...]:
-    lib = _driver()
+    lib = driver.load()
     out: list[tuple[str, object]] = []
     for name, ident in LAUNCH_ATTRIBUTES.items():
         value = ctypes.create_string_buffer(LAUNCH_ATTRIBUTE_VALUE_BYTES)
@@ -225,7 +166,7 @@ def _launch_attributes(node: int) -> tuple[tuple[str, object], ...]:
 
 
 def _function_attributes(func: int) -> tuple[tuple[str, object], ...]:
-    lib = _driver()
+    lib = driver.load()
     out: list[tuple[str, object]] = []
     for ident, name in enumerate(FUNCTION_ATTRIBUTES):
         value = ctypes.c_int(0)
@@ -238,14 +179,3 @@ def _unknown_to_driver(status: int) -> str | None:
     """An attribute this driver does not know (the same on both sides, and never set), as a value
     that compares equal; any other failure is None: unreadable, not proven."""
     return f"not known to this driver (CUresult {status})" if status in UNKNOWN_ATTRIBUTE else None
-
-
-def _name(func: int) -> str:
-    if not func:
-        return "<unknown kernel>"
-    name = ctypes.c_char_p()
-    try:
-        status = _driver().cuFuncGetName(ctypes.byref(name), func)
-    except AttributeError:
-        return f"<kernel at 0x{func:x}>"
-    return name.value.decode(errors="replace") if status == 0 and name.value else f"<kernel at 0x{func:x}>"

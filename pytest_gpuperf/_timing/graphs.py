@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_gpuperf._timing import driver
+
 # CUgraphNodeType (cuda.h): the node types that do GPU work, and the child-graph type.
 _WORK_NODE_TYPES = {0: "kernel", 1: "memcpy", 2: "memset", 12: "batch_mem_op"}
 CHILD_GRAPH = 4
@@ -37,13 +39,9 @@ class Captured:
 @functools.lru_cache(maxsize=1)
 def _libcuda() -> Any | None:
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
+        return driver.load()
     except OSError:
         return None
-    lib.cuGraphGetNodes.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)]
-    lib.cuGraphNodeGetType.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    lib.cuGraphChildGraphNodeGetGraph.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
-    return lib
 
 
 def count_work_nodes(graph_handle: int) -> int | None:

@@ -12,12 +12,11 @@ compare like with like.
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
+from pytest_gpuperf._timing import driver
 from pytest_gpuperf._timing.graphs import CHILD_GRAPH
 
 __all__ = ["KernelNode", "kernel_nodes", "DriverGraphs"]
@@ -25,25 +24,6 @@ __all__ = ["KernelNode", "kernel_nodes", "DriverGraphs"]
 _KERNEL = 0
 # CUfunction_attribute (cuda.h)
 _SHARED_SIZE_BYTES, _LOCAL_SIZE_BYTES, _NUM_REGS = 1, 3, 4
-
-
-class KernelNodeParams(ctypes.Structure):
-    """CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h)."""
-
-    _fields_ = [
-        ("func", ctypes.c_void_p),
-        ("gridDimX", ctypes.c_uint),
-        ("gridDimY", ctypes.c_uint),
-        ("gridDimZ", ctypes.c_uint),
-        ("blockDimX", ctypes.c_uint),
-        ("blockDimY", ctypes.c_uint),
-        ("blockDimZ", ctypes.c_uint),
-        ("sharedMemBytes", ctypes.c_uint),
-        ("kernelParams", ctypes.c_void_p),
-        ("extra", ctypes.c_void_p),
-        ("kern", ctypes.c_void_p),
-        ("ctx", ctypes.c_void_p),
-    ]
 
 
 @dataclass(frozen=True)
@@ -61,58 +41,6 @@ class KernelNode:
     local_bytes: int | None
 
 
-class DriverError(RuntimeError):
-    """A driver call failed; the text names the call and its CUresult."""
-
-
-@functools.lru_cache(maxsize=1)
-def _driver() -> Any:
-    lib = ctypes.CDLL("libcuda.so.1")
-    p, pp, size = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)
-    signatures: dict[str, list[Any]] = {
-        "cuGraphGetNodes": [p, pp, size],
-        "cuGraphNodeGetType": [p, ctypes.POINTER(ctypes.c_int)],
-        "cuGraphChildGraphNodeGetGraph": [p, pp],
-        "cuGraphKernelNodeGetParams_v2": [p, ctypes.POINTER(KernelNodeParams)],
-        "cuKernelGetFunction": [pp, p],
-        "cuFuncGetName": [ctypes.POINTER(ctypes.c_char_p), p],
-        "cuFuncGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, p],
-        "cuGraphClone": [pp, p],
-        "cuGraphNodeFindInClone": [pp, p, p],
-        "cuGraphDestroyNode": [p],
-        "cuGraphCreate": [pp, ctypes.c_uint],
-        "cuGraphAddChildGraphNode": [pp, p, pp, ctypes.c_size_t, p],
-        "cuGraphInstantiateWithFlags": [pp, p, ctypes.c_ulonglong],
-        "cuGraphUpload": [p, p],
-        "cuGraphLaunch": [p, p],
-        "cuGraphExecDestroy": [p],
-        "cuGraphDestroy": [p],
-    }
-    for name, argtypes in signatures.items():
-        getattr(lib, name).argtypes = argtypes
-    return lib
-
-
-def _check(status: int, call: str) -> None:
-    if status != 0:
-        raise DriverError(f"{call} returned CUresult {status}")
-
-
-def _nodes(graph: int) -> list[int]:
-    lib = _driver()
-    count = ctypes.c_size_t(0)
-    _check(lib.cuGraphGetNodes(graph, None, ctypes.byref(count)), "cuGraphGetNodes")
-    nodes = (ctypes.c_void_p * max(count.value, 1))()
-    _check(lib.cuGraphGetNodes(graph, nodes, ctypes.byref(count)), "cuGraphGetNodes")
-    return [int(nodes[i] or 0) for i in range(count.value)]
-
-
-def _node_type(node: int) -> int:
-    kind = ctypes.c_int(-1)
-    _check(_driver().cuGraphNodeGetType(node, ctypes.byref(kind)), "cuGraphNodeGetType")
-    return kind.value
-
-
 def kernel_nodes(graph: int) -> list[KernelNode]:
     """The kernel nodes of ``graph`` (a ``CUgraph``), child graphs included, in the order the
     driver lists them (for a captured graph: the order they were enqueued)."""
@@ -120,30 +48,24 @@ def kernel_nodes(graph: int) -> list[KernelNode]:
 
 
 def _walk(graph: int) -> Iterator[KernelNode]:
-    lib = _driver()
-    for node in _nodes(graph):
-        kind = _node_type(node)
+    for node in driver.graph_nodes(graph):
+        kind = driver.node_type(node)
         if kind == CHILD_GRAPH:
             child = ctypes.c_void_p()
-            _check(lib.cuGraphChildGraphNodeGetGraph(node, ctypes.byref(child)), "cuGraphChildGraphNodeGetGraph")
+            driver.check(
+                driver.load().cuGraphChildGraphNodeGetGraph(node, ctypes.byref(child)), "cuGraphChildGraphNodeGetGraph"
+            )
             yield from _walk(int(child.value or 0))
         elif kind == _KERNEL:
             yield _describe(graph, node)
 
 
 def _describe(graph: int, node: int) -> KernelNode:
-    lib = _driver()
-    params = KernelNodeParams()
-    _check(lib.cuGraphKernelNodeGetParams_v2(node, ctypes.byref(params)), "cuGraphKernelNodeGetParams")
-    func = int(params.func or 0)
-    if not func and params.kern:  # a node made from a CUkernel (cuLibrary) may carry no CUfunction
-        handle = ctypes.c_void_p()
-        if lib.cuKernelGetFunction(ctypes.byref(handle), params.kern) == 0:
-            func = int(handle.value or 0)
+    params, func = driver.kernel_node(node)
     return KernelNode(
         graph=graph,
         node=node,
-        name=_function_name(func),
+        name=driver.function_name(func),
         grid=(params.gridDimX, params.gridDimY, params.gridDimZ),
         block=(params.blockDimX, params.blockDimY, params.blockDimZ),
         dynamic_smem=int(params.sharedMemBytes),
@@ -153,24 +75,11 @@ def _describe(graph: int, node: int) -> KernelNode:
     )
 
 
-def _function_name(func: int) -> str:
-    if not func:
-        return "<unknown kernel>"
-    name = ctypes.c_char_p()
-    try:
-        status = _driver().cuFuncGetName(ctypes.byref(name), func)
-    except AttributeError:  # a driver older than CUDA 12.3
-        return f"<kernel at 0x{func:x}>"
-    if status != 0 or not name.value:
-        return f"<kernel at 0x{func:x}>"
-    return name.value.decode(errors="replace")
-
-
 def _attribute(func: int, attribute: int) -> int | None:
     if not func:
         return None
     value = ctypes.c_int(0)
-    if _driver().cuFuncGetAttribute(ctypes.byref(value), attribute, func) != 0:
+    if driver.load().cuFuncGetAttribute(ctypes.byref(value), attribute, func) != 0:
         return None
     return int(value.value)
 
@@ -186,45 +95,45 @@ class DriverGraphs:
     def only(self, kernel: KernelNode) -> int:
         """A clone of ``kernel.graph`` without its other kernels: the memsets and copies stay, since
         a kernel may need them (a library zeroes a workspace before its GEMM)."""
-        lib = _driver()
+        lib = driver.load()
         clone = ctypes.c_void_p()
-        _check(lib.cuGraphClone(ctypes.byref(clone), kernel.graph), "cuGraphClone")
+        driver.check(lib.cuGraphClone(ctypes.byref(clone), kernel.graph), "cuGraphClone")
         self._graphs.append(int(clone.value or 0))
         kept = ctypes.c_void_p()
-        _check(lib.cuGraphNodeFindInClone(ctypes.byref(kept), kernel.node, clone), "cuGraphNodeFindInClone")
-        for node in _nodes(int(clone.value or 0)):
-            if node != int(kept.value or 0) and _node_type(node) in (_KERNEL, CHILD_GRAPH):
-                _check(lib.cuGraphDestroyNode(node), "cuGraphDestroyNode")
+        driver.check(lib.cuGraphNodeFindInClone(ctypes.byref(kept), kernel.node, clone), "cuGraphNodeFindInClone")
+        for node in driver.graph_nodes(int(clone.value or 0)):
+            if node != int(kept.value or 0) and driver.node_type(node) in (_KERNEL, CHILD_GRAPH):
+                driver.check(lib.cuGraphDestroyNode(node), "cuGraphDestroyNode")
         return int(clone.value or 0)
 
     def repeated(self, graph: int, copies: int) -> Callable[[], None]:
         """A replay of ``copies`` copies of ``graph``, one after another, uploaded and ready."""
-        lib = _driver()
+        lib = driver.load()
         outer = ctypes.c_void_p()
-        _check(lib.cuGraphCreate(ctypes.byref(outer), 0), "cuGraphCreate")
+        driver.check(lib.cuGraphCreate(ctypes.byref(outer), 0), "cuGraphCreate")
         self._graphs.append(int(outer.value or 0))
         previous: ctypes.c_void_p | None = None
         for _ in range(copies):
             node = ctypes.c_void_p()
             deps = ctypes.byref(previous) if previous is not None else None
-            _check(
+            driver.check(
                 lib.cuGraphAddChildGraphNode(ctypes.byref(node), outer, deps, 1 if previous is not None else 0, graph),
                 "cuGraphAddChildGraphNode",
             )
             previous = node
         executable = ctypes.c_void_p()
-        _check(lib.cuGraphInstantiateWithFlags(ctypes.byref(executable), outer, 0), "cuGraphInstantiate")
+        driver.check(lib.cuGraphInstantiateWithFlags(ctypes.byref(executable), outer, 0), "cuGraphInstantiate")
         self._execs.append(int(executable.value or 0))
-        _check(lib.cuGraphUpload(executable, self._stream), "cuGraphUpload")
+        driver.check(lib.cuGraphUpload(executable, self._stream), "cuGraphUpload")
         stream = self._stream
 
         def replay() -> None:
-            _check(lib.cuGraphLaunch(executable, stream), "cuGraphLaunch")
+            driver.check(lib.cuGraphLaunch(executable, stream), "cuGraphLaunch")
 
         return replay
 
     def close(self) -> None:
-        lib = _driver()
+        lib = driver.load()
         for executable in self._execs:
             lib.cuGraphExecDestroy(executable)
         for graph in self._graphs:
