@@ -59,6 +59,7 @@ class Revision:
     root: Path
     modules: dict[str, ModuleType] = field(default_factory=dict)  # REV's own sys.modules entries
     fixture_values: dict[tuple[str, str], Any] = field(default_factory=dict)  # REV fixtures of wider scope
+    teardowns: list[Any] = field(default_factory=list)  # REV generator fixtures made without a pytest request
     _imported: dict[str, ModuleType | None] = field(default_factory=dict)
 
     @functools.cached_property
@@ -343,7 +344,6 @@ class FixtureResolver:
     def __init__(self, revision: Revision, module: ModuleType, dotted: str, funcargs: dict[str, Any], request: Any):
         self.revision, self.module, self.dotted = revision, module, dotted
         self.funcargs, self.request = funcargs, request
-        self.generators: list[Any] = []
 
     def value(self, name: str, collector: VariantCollector, stack: tuple[str, ...] = ()) -> Any:
         if name == "gpu_perf":
@@ -354,8 +354,9 @@ class FixtureResolver:
                 return self.funcargs[name]
             return self.request.getfixturevalue(name)
         scope = definition._fixture_function_marker.scope
+        owner = self._scope_node(scope)
         cache = self.revision.fixture_values
-        key = (self.dotted if scope == "module" else "", name)
+        key = (owner.nodeid if owner is not None else self.dotted if scope == "module" else "", name)
         if scope != "function" and key in cache:
             return cache[key]
         function = definition._get_wrapped_function()
@@ -363,11 +364,45 @@ class FixtureResolver:
         with self.revision.active():
             result = function(**kwargs)
             if inspect.isgenerator(result):
-                self.generators.append(result)
-                result = next(result)
+                generator, result = result, next(result)
+                self._tear_down_with_scope(owner, name, key, generator)
         if scope != "function":
             cache[key] = result
         return result
+
+    def _scope_node(self, scope: str) -> Any:
+        """The collection node whose end ends a fixture of ``scope`` (None without a pytest request)."""
+        item = getattr(self.request, "node", None)
+        if item is None:
+            return None
+        kinds = {"class": (pytest.Class, pytest.Module), "module": (pytest.Module,), "package": (pytest.Package,)}
+        for kind in kinds.get(scope, ()):
+            node = item.getparent(kind)
+            if node is not None:
+                return node
+        return item.session if scope != "function" else item
+
+    def _tear_down_with_scope(self, owner: Any, name: str, key: tuple[str, str], generator: Any) -> None:
+        """Run a REV generator fixture's teardown when its scope ends, as pytest does for this run's.
+
+        REV's variants are measured after REV's test function returns, so the teardown must not run
+        earlier: a fixture that frees what a launch uses (a model, a captured graph) would leave the
+        launch reading freed memory. Without a request the generator is kept until the revision goes."""
+        revision = self.revision
+
+        def finish() -> None:
+            revision.fixture_values.pop(key, None)
+            with revision.active():
+                try:
+                    next(generator)
+                except StopIteration:
+                    return
+            raise GpuPerfError(f"fixture {name!r} at {revision.label} yields more than once")
+
+        if owner is None:
+            revision.teardowns.append(generator)
+        else:
+            owner.addfinalizer(finish)
 
 
 def pair(

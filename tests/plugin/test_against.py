@@ -165,6 +165,70 @@ def test_both_revisions_time_on_the_buffers_the_test_shares(
     assert seen(tmp_path) == {"made-by-head", "head-on-head"}
 
 
+TEARDOWN_MODULE = """
+import os
+import pytest
+from pytest_gpuperf import Variant
+
+def log(line):
+    with open(os.environ["SEEN_FILE"], "a") as f:
+        f.write(line + "\\n")
+
+@pytest.fixture(scope="module")
+def model():  # holds what the launches read, and frees it at its teardown
+    from mylib import version
+
+    state = {"open": True, "side": version.VERSION}
+    yield state
+    state["open"] = False
+    log("module-teardown-" + state["side"])
+
+@pytest.fixture
+def scratch():
+    from mylib import version
+
+    state = {"open": True}
+    yield state
+    state["open"] = False
+    log("function-teardown-" + version.VERSION)
+
+def launcher(model, scratch):
+    def launch():
+        if not (model["open"] and scratch["open"]):
+            raise RuntimeError("launched after its fixture's teardown: " + model["side"])
+    return launch
+
+def test_a(gpu_perf, model, scratch):
+    gpu_perf.measure(Variant("a", launcher(model, scratch)))
+    log("test-a-done")
+
+def test_b(gpu_perf, model, scratch):
+    gpu_perf.measure(Variant("b", launcher(model, scratch)))
+    log("test-b-done")
+"""
+
+
+def test_the_revisions_generator_fixtures_tear_down_when_their_scope_ends(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], project: Path, tmp_path: Path
+) -> None:
+    """REV's variants are timed after REV's test function returns: its fixtures' teardowns (which
+    may free a model or a captured graph the launch reads) wait for the end of their scope."""
+    pytester.makepyfile(test_perf=TEARDOWN_MODULE)
+    (project / "mylib" / "version.py").write_text('VERSION = "rev"\n')
+    git(project, "add", ".")
+    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "teardowns")
+    (project / "mylib" / "version.py").write_text('VERSION = "head"\n')
+    fake_gpu(times={"a": 10e-6, "a@rev": 10e-6, "b": 10e-6, "b@rev": 10e-6})
+    pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD").assert_outcomes(passed=2)
+    lines = (tmp_path / "seen.txt").read_text().split()
+    each_side = ["function-teardown-head", "function-teardown-rev"]
+    assert lines[:2] == ["test-a-done"] * 2, "both sides' test bodies ran"
+    assert sorted(lines[2:4]) == each_side, "function-scoped teardowns after the test, on both sides"
+    assert lines[4:6] == ["test-b-done"] * 2
+    assert sorted(lines[6:8]) == each_side
+    assert sorted(lines[8:]) == ["module-teardown-head", "module-teardown-rev"], "once each, at the module's end"
+
+
 # -- exporting a revision ---------------------------------------------------------------------
 def small_repo(root: Path, files: int = 60) -> dict[str, bytes]:
     """A git repository of ``files`` files of a few KB each, committed; returns their contents."""
