@@ -198,25 +198,30 @@ def test_gpuperf_plan_refuses_bad_arguments(args: list[str], message: str, capsy
     assert exc.value.code == 2 and message in capsys.readouterr().err
 
 
-H200_JOB = EVIDENCE / "2026-11-28-h200-8771-job.json.gz"
+JOB_REPORTS = {  # CI's GPU job as a push runs it: (checks, seeing their tolerance, regression checks)
+    "2026-11-28-h100-f19b-job.json.gz": (294, 126, 198),
+    "2026-11-28-h200-8771-job.json.gz": (286, 131, 189),
+}
 
 
-def test_an_h200_job_report_says_again_what_its_run_saw() -> None:
-    """CI's GPU job on an H200: what the run wrote under ``sight`` comes back from its records, and
+@pytest.mark.parametrize("name", sorted(JOB_REPORTS))
+def test_a_gpu_job_report_says_again_what_its_run_saw(name: str) -> None:
+    """CI's GPU job on an H100 and an H200: what the run wrote under ``sight`` comes back from its records, and
     every recorded detectable slowdown is the one the check's interval and threshold give."""
     from pytest_gpuperf._report.render import report_records
     from pytest_gpuperf._report.sight import sight_json
     from pytest_gpuperf._store.reports import load_report
 
-    data = load_report(H200_JOB)
+    data = load_report(EVIDENCE / name)
     records = report_records(data)
     again, run = sight_json(records, 0.05), data["sight"]
     by_where = lambda entries: sorted(entries, key=lambda e: (e["where"], e["kind"]))  # noqa: E731
     assert by_where(again.pop("blind")) == by_where(run["blind"])  # a report lists a test's claims first
     assert again == {k: v for k, v in run.items() if k != "blind"} | {"gpu_seconds": pytest.approx(run["gpu_seconds"])}
-    assert (data["sight"]["checks"], data["sight"]["see_tolerance"]) == (286, 131)
+    checks, seeing, regression_checks = JOB_REPORTS[name]
+    assert (data["sight"]["checks"], data["sight"]["see_tolerance"]) == (checks, seeing)
     recorded = [r["regression"] for r in records if r["kind"] == "measurement" and r.get("regression")]
-    assert len(recorded) == 189
+    assert len(recorded) == regression_checks
     for reg in recorded:
         again = regression_detectable({k: v for k, v in reg.items() if k != "detectable_slowdown"})
         assert again == pytest.approx(reg["detectable_slowdown"], rel=1e-9) if again is not None else reg["detectable_slowdown"] is None
