@@ -11,6 +11,7 @@ import pytest
 
 from pytest_gpuperf._plugin.changed_only import IdenticalToRev
 from pytest_gpuperf._plugin.session import RECORD_KEY, SKIP_PREFIX
+from pytest_gpuperf._plugin.termination import Termination
 from pytest_gpuperf._report.records import Record, is_record
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ class RunHooks:
         self.s = session
         self.outcomes: dict[str, str] = {}
         self.failures: dict[str, str] = {}  # a failed perf test's message, for the JSON report
+        self.termination = Termination()
+        self.interrupted: str | None = None  # why the run ended early, for the JSON report
         self.no_gpu: Counter[str] = Counter()  # tests skipped for want of a GPU, by role
         self.no_gpu_reason: str | None = None
         self.written: list[Any] = []  # outputs.OutputOutcome of each file written at session end
@@ -78,11 +81,21 @@ class RunHooks:
             for line in progress_lines(record):
                 tr.write_line(line)
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.s.settings.enabled and not self.s.is_worker:
+            self.termination.install()
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.termination.uninstall()  # also where the session's end never ran
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.s.close_live()
         if self.s.is_worker:
             return
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.interrupted = self.termination.received or "interrupted"
+        self.termination.uninstall()
         from pytest_gpuperf._report.outputs import write_report
 
         settings = self.s.settings
@@ -112,6 +125,7 @@ class RunHooks:
             settings=self.s.settings.to_json(),
         )
         payload["provenance"] = provenance(self.s.config.rootpath)
+        payload["interrupted"] = self.interrupted
         return payload
 
     def _write_plots(self, payload: dict[str, Any]) -> Any:

@@ -90,6 +90,10 @@ def format_report(data: Mapping[str, Any], markdown: bool = True, failures_first
         + (f" on {'; '.join(devices)}" if devices else " (no GPU measured)")
         + "."
     )
+    if data.get("interrupted"):
+        out.append(
+            f"The run was stopped ({quote(str(data['interrupted']))}): only the tests that ran before it are here."
+        )
     if verdicts:
         ordered = sorted(verdicts.items(), key=lambda kv: (min(_URGENCY.get(w, 2) for w in kv[0].split()), kv[0]))
         out.append(
