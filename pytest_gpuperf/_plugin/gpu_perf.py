@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
@@ -47,6 +48,7 @@ class GpuPerf:
         self._breakdowns = Breakdowns(session.backend, session.gpu_lock, item.config.rootpath, settings.binaries)
         self._shared: dict[Hashable, Any] = {}
         self._timed_because: str | None = None  # --gpu-perf-changed-only: why this test is timed
+        self._deciding_s = 0.0  # --gpu-perf-changed-only: wall seconds its decision took
 
     # -- public API -------------------------------------------------------------------
     def measure(self, variant: Variant, *, check_baseline: bool = True) -> Measurement:
@@ -169,11 +171,14 @@ class GpuPerf:
             return
         from pytest_gpuperf._plugin import changed_only
 
+        started = time.perf_counter()
         collected = changed_only.collect_calls(self._item, self)
         now_calls, now_variants = (collected, {}) if isinstance(collected, str) else collected
         first = next(iter(now_variants.values()), None)
         if first is not None:
-            self._rev_variant(first)  # REV's pairing, built once
+            paired = time.perf_counter()
+            self._rev_variant(first)  # REV's pairing, built once (timing against REV needs it anyway)
+            started += time.perf_counter() - paired
         pairing = self._pairing
         read = getattr(self._session.backend, "launch_identity", None)
 
@@ -196,6 +201,7 @@ class GpuPerf:
             unpaired=pairing.reason if pairing is not None else "the test builds no variant",
             read=read_locked if read is not None else None,
         )
+        self._deciding_s = time.perf_counter() - started
         if isinstance(decision, str):
             self._timed_because = decision
             return
@@ -211,6 +217,7 @@ class GpuPerf:
                     "verdict": str(Verdict.PASS),
                     "identical_to": decision.to_json(name),
                     "note": decision.note(name),
+                    "deciding_s": self._deciding_s,
                 }
             )
         raise changed_only.IdenticalToRev(decision.note(next(iter(decision.proofs))))
@@ -324,6 +331,7 @@ class GpuPerf:
         }
         if self._timed_because:
             record["timed_because"] = self._timed_because
+            record["deciding_s"] = self._deciding_s
         failure = None
         if m.contended:
             record["verdict"] = str(Verdict.CONTENDED)

@@ -354,9 +354,15 @@ def changed_only_lines(records: Iterable[Record], most: int = 5) -> list[str]:
         return []
     revs = sorted({r["identical_to"]["rev"] for r in identical})
     tests = len({r["test"] for r in identical})
+    deciding: dict[str, float] = {}  # one value per test, repeated on each of its records
+    for r in records:
+        if r["kind"] in ("identical", "measurement") and isinstance(r.get("deciding_s"), (int, float)):
+            deciding.setdefault(r["test"], float(r["deciding_s"]))
     lines = [
         f"changed-only: {len(identical)} variant(s) in {tests} test(s) identical to {', '.join(revs) or 'the revision'}, "
-        f"not timed; {len(timed)} test(s) timed" + (", because:" if timed else "")
+        f"not timed; {len(timed)} test(s) timed"
+        + (f"; deciding took {sum(deciding.values()):.1f} s over {len(deciding)} test(s)" if deciding else "")
+        + (", timed because:" if timed else "")
     ]
     reasons = Counter(timed.values())
     lines += [f"  {n:4d} x {reason}" for reason, n in reasons.most_common(most)]

@@ -109,8 +109,9 @@ def test_a_test_proven_identical_is_not_timed_and_passes(pytester: pytest.Pytest
     result.stdout.fnmatch_lines([
         "gpu-perf  test_k::k  not timed: identical to HEAD (*): 2 kernels, same code (same loaded function)*  pass",
         "*test_k*k*not timed*identical to HEAD*pass*",
-        "changed-only: 1 variant(s) in 1 test(s) identical to HEAD, not timed; 0 test(s) timed",
+        "changed-only: 1 variant(s) in 1 test(s) identical to HEAD, not timed; 0 test(s) timed; deciding took *.* s over 1 test(s)",
     ])
+    assert 0 < identical["deciding_s"] < 60
 
 
 @pytest.mark.parametrize(
@@ -161,7 +162,9 @@ def test_anything_not_proven_is_timed_and_says_why(
     test = report(project)["tests"][0]
     assert "identical" not in test and len(test["measurements"]) == 1
     assert timed_because(project) == reason
-    result.stdout.fnmatch_lines(["changed-only: 0 variant(s) in 0 test(s) identical to the revision, not timed; 1 test(s) timed, because:",
+    assert 0 < test["measurements"][0]["deciding_s"] < 60
+    result.stdout.fnmatch_lines(["changed-only: 0 variant(s) in 0 test(s) identical to the revision, not timed; 1 test(s) timed; "
+                                 "deciding took *.* s over 1 test(s), timed because:",
                                  f"     1 x {reason}"])
 
 
