@@ -23,6 +23,7 @@ class _MeasurementNote(OnInconclusive, total=False):
     kernel_binaries: list[dict[str, Any]]  # the kernel that moved most, from its binaries on each side
     budget_s: float  # the sampling budget in force for the measurement (``gpuperf plan`` reads it)
     timed_because: str  # --gpu-perf-changed-only: why the test was not proven the same as at REV
+    deciding_s: float  # --gpu-perf-changed-only: wall seconds the test's decision took
 
 
 class MeasurementRecord(_MeasurementNote):
@@ -46,7 +47,11 @@ class ComparisonRecord(TypedDict):
     comparison: ComparisonSummary
 
 
-class IdenticalRecord(TypedDict):
+class _IdenticalCost(TypedDict, total=False):
+    deciding_s: float  # wall seconds the test's decision took (absent in records made before it existed)
+
+
+class IdenticalRecord(_IdenticalCost):
     """--gpu-perf-changed-only: a variant proven the same GPU work as at REV, so not timed."""
 
     kind: Literal["identical"]
