@@ -85,17 +85,14 @@ class RunHooks:
         if self.s.settings.enabled and not self.s.is_worker:
             self.termination.install()
 
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.termination.uninstall()  # also where the session's end never ran
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.termination.uninstall()
         self.s.close_live()
         if self.s.is_worker:
             return
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
             self.interrupted = self.termination.received or "interrupted"
-        self.termination.uninstall()
         from pytest_gpuperf._report.outputs import write_report
 
         settings = self.s.settings

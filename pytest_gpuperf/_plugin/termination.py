@@ -16,8 +16,8 @@ class Termination:
 
     def __init__(self) -> None:
         self.received: str | None = None  # the signal's name once one arrived
+        self.active = False  # whether SIGTERM is ours now
         self._previous: Any = None
-        self._installed = False
 
     def install(self) -> None:
         """Take SIGTERM where nobody else has: a handler the user or another plugin set is kept."""
@@ -26,16 +26,12 @@ class Termination:
         if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
             return
         self._previous = signal.signal(signal.SIGTERM, self._handle)
-        self._installed = True
-
-    @property
-    def active(self) -> bool:
-        return self._installed
+        self.active = True
 
     def uninstall(self) -> None:
-        if self._installed:
+        if self.active:
             signal.signal(signal.SIGTERM, self._previous)
-            self._installed = False
+            self.active = False
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received = signal.Signals(signum).name
