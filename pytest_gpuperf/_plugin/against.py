@@ -300,16 +300,25 @@ class VariantCollector:
 
 
 class _Unmeasured:
-    """What the collector returns: any attribute is a placeholder number, so a test that computes
-    with a result, or asserts on it, runs on to its next call."""
+    """What the collector returns: any public attribute is a placeholder number, so a test that
+    computes with a result, or asserts on it, runs on to its next call."""
 
     def __getattr__(self, name: str) -> float:
-        return PLACEHOLDER
+        return _placeholder_attribute(name)
+
+
+def _placeholder_attribute(name: str) -> _Placeholder:
+    """The placeholder for a public attribute; a private or special name stays missing, so that
+    protocol probes (``__array_interface__``, ``__deepcopy__``) see no such attribute."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    return PLACEHOLDER
 
 
 class _Placeholder(float):
-    """1.0 that satisfies every comparison and stays itself through arithmetic: ``assert
-    c.speedup > 1.1`` and ``assert bw / peak < 0.9`` both hold, so the calls after them are seen."""
+    """1.0 that satisfies every comparison and stays itself through arithmetic and attribute
+    access: ``assert c.speedup > 1.1``, ``assert bw / peak < 0.9`` and ``c.fast.bandwidth / copy``
+    all hold, so the calls after them are seen."""
 
     def _true(self, other: object) -> bool:
         return True
@@ -323,6 +332,11 @@ class _Placeholder(float):
     __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __pow__ = __rpow__ = _same
     __neg__ = __pos__ = __abs__ = _same
     __hash__ = float.__hash__
+
+    def __getattr__(self, name: str) -> _Placeholder:
+        # ``comparison.fast.bandwidth``: the collector's result holds placeholders where the real
+        # one holds measurements, so their attributes are placeholders too.
+        return _placeholder_attribute(name)
 
 
 PLACEHOLDER = _Placeholder(1.0)
@@ -424,6 +438,7 @@ def pair(
     if inspect.isclass(getattr(func, "__self__", None)) or "::" in test_name:
         return Pairing({}, "test methods of classes are not paired yet")
     collector = VariantCollector(real)
+    funcargs = {**funcargs, **own_parameters(func, rev_module, funcargs)}
     resolver = FixtureResolver(revision, rev_module, dotted, funcargs, request)
     try:
         kwargs = {name: resolver.value(name, collector) for name in inspect.signature(func).parameters}
@@ -436,8 +451,41 @@ def pair(
     except STAND_IN_STOPS as exc:  # REV's test ran on placeholder results; the variants built before stopping are kept
         stopped = stop_reason(exc)
     if not collector.variants:
-        return Pairing({}, f"the test builds no variant at {revision.label}")
+        before = f" (it stopped before its first measurement: {stopped})" if stopped else ""
+        return Pairing({}, f"the test builds no variant at {revision.label}{before}")
     return Pairing(dict(collector.variants), calls=tuple(collector.calls), stopped=stopped)
+
+
+def own_parameters(func: Any, module: ModuleType, funcargs: dict[str, Any]) -> dict[str, Any]:
+    """REV's own values of the test's parameters, where REV parametrizes the same argument with a
+    value that prints the same: an object of a class the revision defines (a dataclass of shapes)
+    is then REV's, so REV's code that compares it with its own objects (``case in CASES``) finds
+    it. Any other argument keeps this run's value."""
+    found: dict[str, Any] = {}
+    for mark in _marks(func) + _marks(module):
+        if mark.name != "parametrize" or len(mark.args) < 2 or not isinstance(mark.args[1], (list, tuple)):
+            continue
+        names = mark.args[0]
+        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+        indirect = mark.kwargs.get("indirect", False)
+        for position, name in enumerate(names):
+            if name not in funcargs or indirect is True or (isinstance(indirect, (list, tuple)) and name in indirect):
+                continue
+            printed = repr(funcargs[name])
+            for entry in mark.args[1]:
+                values = entry.values if isinstance(entry, _PARAMETER_SET) else entry if len(names) > 1 else (entry,)
+                if position < len(values) and repr(values[position]) == printed:
+                    found[name] = values[position]
+                    break
+    return found
+
+
+def _marks(owner: Any) -> list[Any]:
+    marks = getattr(owner, "pytestmark", [])
+    return [getattr(mark, "mark", mark) for mark in (marks if isinstance(marks, list) else [marks])]
+
+
+_PARAMETER_SET = type(pytest.param(None))
 
 
 # What ends a test run on the stand-in without ending the real test: its exceptions, and a skip, an

@@ -229,6 +229,52 @@ def test_the_revisions_generator_fixtures_tear_down_when_their_scope_ends(
     assert sorted(lines[8:]) == ["module-teardown-head", "module-teardown-rev"], "once each, at the module's end"
 
 
+PARAMETRIZED_MODULE = """
+import dataclasses
+import pytest
+from pytest_gpuperf import Variant
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    size: int
+
+CASES = [Case("small", 1), Case("large", 2)]
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+@pytest.mark.parametrize("scale", [pytest.param(1, id="one"), 2])
+def test_case(gpu_perf, case, scale):
+    assert isinstance(case, Case) and case in CASES, "a revision's cases are of its own class"
+    gpu_perf.measure(Variant("k", lambda: None))
+
+@pytest.mark.parametrize("case, size", [(Case("other", 2), 2)])
+def test_changed_case(gpu_perf, case, size):
+    assert isinstance(case, Case)
+    gpu_perf.measure(Variant("k", lambda: None))
+"""
+
+
+def test_the_revisions_test_gets_its_own_parameter_objects(
+    pytester: pytest.Pytester, fake_gpu: Callable[..., None], project: Path
+) -> None:
+    """An object of a class each revision defines (a dataclass of shapes) is not equal to the other
+    revision's: REV's test gets REV's own object at the same position when it prints the same,
+    and this run's value where REV's differs (then REV's test decides what it makes of it)."""
+    pytester.makepyfile(test_perf=PARAMETRIZED_MODULE)
+    git(project, "add", ".")
+    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "cases")
+    (project / "test_perf.py").write_text(PARAMETRIZED_MODULE.replace('(Case("other", 2), 2)', '(Case("other", 3), 2)'))
+    fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
+    result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD", "--gpu-perf-json=report.json")
+    result.assert_outcomes(passed=5)
+    tests = json.loads((project / "report.json").read_text())["tests"]
+    notes = {t["nodeid"].split("::")[1]: t["measurements"][0].get("note") or "" for t in tests}
+    assert sorted(name for name, note in notes.items() if "not paired" not in note) == [
+        "test_case[2-large]", "test_case[2-small]", "test_case[one-large]", "test_case[one-small]"
+    ], notes
+    assert "AssertionError" in notes["test_changed_case[case0-2]"]
+
+
 # -- exporting a revision ---------------------------------------------------------------------
 def small_repo(root: Path, files: int = 60) -> dict[str, bytes]:
     """A git repository of ``files`` files of a few KB each, committed; returns their contents."""

@@ -47,8 +47,11 @@ slow.fake_identity = kernels.SLOW
 fast.fake_seconds, slow.fake_seconds = 10e-6, 12e-6
 
 def test_claim(gpu_perf):
-    c = gpu_perf.assert_speedup(Variant("fast", fast), Variant("slow", slow), at_least=kernels.MARGIN)
+    c = gpu_perf.assert_speedup(
+        Variant("fast", fast, bytes=10**6), Variant("slow", slow, bytes=10**6), at_least=kernels.MARGIN
+    )
     assert c.speedup > 1.1
+    gpu_perf.record("bandwidth_ratio", c.fast.bandwidth / c.baseline.bandwidth)
 """
 
 GEMM = {"name": "gemm", "function": 0x1000, "grid": [132, 1, 1], "block": [256, 1, 1], "params": ["00a0", "0010"]}
@@ -241,7 +244,8 @@ def test_a_test_that_stops_on_its_stand_in_run_is_timed(pytester: pytest.Pyteste
 
 
 def test_a_test_asserting_on_its_results_runs_on_with_placeholders(pytester: pytest.Pytester, project: Path) -> None:
-    """test_claim.py asserts ``c.speedup > 1.1`` after its claim: a placeholder satisfies it."""
+    """test_claim.py asserts ``c.speedup > 1.1`` after its claim and divides the bandwidths of its
+    two measurements: a placeholder satisfies the one and survives the other."""
     run(pytester, "test_claim.py").assert_outcomes(passed=1)
     assert report(project)["tests"][0]["identical"]
 
