@@ -252,7 +252,7 @@ def test_the_template_workflow_passes_the_workflow_checks() -> None:
     assert job["permissions"] == {"contents": "read"} and "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
     assert FORK_GUARD in job["if"] and isinstance(job["timeout-minutes"], int)
     steps = _steps_text(job)
-    assert '--gpu-perf-against "$(git merge-base "$BASE_SHA" HEAD)"' in steps
+    assert '--gpu-perf-against "$(git merge-base "$BASE_SHA" HEAD)" --gpu-perf-changed-only' in steps
     assert "--gpu-perf --gpu-perf-json gpu-perf-report.json" in steps
     assert 'gpuperf report gpu-perf-report.json --markdown >> "$GITHUB_STEP_SUMMARY"' in steps
     assert "gpuperf report gpu-perf-report.json --annotations" in steps

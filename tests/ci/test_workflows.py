@@ -242,6 +242,8 @@ def test_ci_runs_what_contributing_says() -> None:
     # The tests that use no GPU are left to the CPU job, which the GPU job waits for.
     assert "--gpu-perf --gpu-perf-gpu-only --gpu-perf-json gpu-perf-report.json --benchmark-json benchmark.json" in gpu
     assert gpu_job["needs"] == "tests"
+    # A pull request times beside its merge base and leaves what is proven unchanged untimed.
+    assert '--gpu-perf-against "$(git merge-base "$BASE_SHA" HEAD)" --gpu-perf-changed-only' in gpu
     assert 'gpuperf report gpu-perf-report.json --markdown >> "$GITHUB_STEP_SUMMARY"' in gpu
     upload = next(s for s in gpu_job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@"))
     assert upload["with"]["path"].split() == ["gpu-perf-report.json", "benchmark.json", "gpu-perf-plots/"]
