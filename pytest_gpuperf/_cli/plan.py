@@ -43,9 +43,8 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    checks: dict[
-        tuple[str, int], Check
-    ] = {}  # by place and its occurrence in the report (a variant may be checked twice)
+    # By place and its occurrence in the report: a variant may be checked twice.
+    checks: dict[tuple[str, int], Check] = {}
     units: dict[str, list[Unit]] = {}
     for path in args.reports:
         data = load_report(Path(path))

@@ -9,6 +9,8 @@ from typing import Any, Callable
 
 import pytest
 
+from tests.plugin.git_repos import AUTHOR, commit, git
+
 TEST_MODULE = """
 import os
 import pytest
@@ -29,9 +31,6 @@ def test_k(gpu_perf, launcher):
 """
 
 
-def git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
-
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
@@ -42,8 +41,7 @@ def project(pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatc
     (pytester.path / "mylib" / "version.py").write_text('VERSION = "rev"\n')
     pytester.makepyfile(test_perf=TEST_MODULE)
     git(pytester.path, "init", "-q")
-    git(pytester.path, "add", ".")
-    git(pytester.path, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "rev")
+    commit(pytester.path, "rev")
     (pytester.path / "mylib" / "version.py").write_text('VERSION = "head"\n')
     return pytester.path
 
@@ -89,7 +87,7 @@ def test_a_launch_that_names_its_fake_time_is_as_slow_as_its_revision_made_it(
     module = TEST_MODULE.replace("    return launch", "    launch.fake_seconds = version.SECONDS\n    return launch")
     (project / "test_perf.py").write_text(module)
     (project / "mylib" / "version.py").write_text('VERSION = "rev"\nSECONDS = 10e-6\n')
-    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qam", "seconds")
+    git(project, *AUTHOR, "commit", "-qam", "seconds")
     (project / "mylib" / "version.py").write_text('VERSION = "head"\nSECONDS = 11e-6\n')
     fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD")
@@ -154,8 +152,7 @@ def test_both_revisions_time_on_the_buffers_the_test_shares(
 ) -> None:
     pytester.makepyfile(test_perf=SHARING_MODULE)
     (project / "mylib" / "version.py").write_text('VERSION = "rev"\n')
-    git(project, "add", ".")
-    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "sharing")
+    commit(project, "sharing")
     (project / "mylib" / "version.py").write_text('VERSION = "head"\n')
     fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
     pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD").assert_outcomes(passed=1)
@@ -215,8 +212,7 @@ def test_the_revisions_generator_fixtures_tear_down_when_their_scope_ends(
     may free a model or a captured graph the launch reads) wait for the end of their scope."""
     pytester.makepyfile(test_perf=TEARDOWN_MODULE)
     (project / "mylib" / "version.py").write_text('VERSION = "rev"\n')
-    git(project, "add", ".")
-    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "teardowns")
+    commit(project, "teardowns")
     (project / "mylib" / "version.py").write_text('VERSION = "head"\n')
     fake_gpu(times={"a": 10e-6, "a@rev": 10e-6, "b": 10e-6, "b@rev": 10e-6})
     pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD").assert_outcomes(passed=2)
@@ -261,8 +257,7 @@ def test_the_revisions_test_gets_its_own_parameter_objects(
     revision's: REV's test gets REV's own object at the same position when it prints the same,
     and this run's value where REV's differs (then REV's test decides what it makes of it)."""
     pytester.makepyfile(test_perf=PARAMETRIZED_MODULE)
-    git(project, "add", ".")
-    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "cases")
+    commit(project, "cases")
     (project / "test_perf.py").write_text(PARAMETRIZED_MODULE.replace('(Case("other", 2), 2)', '(Case("other", 3), 2)'))
     fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD", "--gpu-perf-json=report.json")
@@ -286,8 +281,7 @@ def small_repo(root: Path, files: int = 60) -> dict[str, bytes]:
         contents[name] = (f"# file {i}\n" + f"VALUE_{i} = {i}\n" * (200 + i)).encode()
         (root / name).parent.mkdir(exist_ok=True)
         (root / name).write_bytes(contents[name])
-    git(root, "add", ".")
-    git(root, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "tree")
+    commit(root, "tree")
     return contents
 
 
@@ -356,7 +350,7 @@ def test_an_export_that_loses_the_rename_uses_the_tree_already_in_place(tmp_path
 
     small_repo(tmp_path / "repo", files=4)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    commit = subprocess.run(["git", "-C", str(tmp_path / "repo"), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(tmp_path / "repo"), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     real = against._extract
 
     def another_wins(rootdir: Path, commit: str, dest: Path, label: str) -> None:
@@ -368,8 +362,8 @@ def test_an_export_that_loses_the_rename_uses_the_tree_already_in_place(tmp_path
 
     monkeypatch.setattr(against, "_extract", another_wins)
     tree = against.resolve(tmp_path / "repo", "HEAD").root
-    assert tree.name == commit and (tree / "winner").exists()
-    assert sorted(p.name for p in tree.parent.iterdir() if not p.name.endswith((".lock", ".holder"))) == [commit]
+    assert tree.name == head and (tree / "winner").exists()
+    assert sorted(p.name for p in tree.parent.iterdir() if not p.name.endswith((".lock", ".holder"))) == [head]
 
 
 @pytest.mark.parametrize("target", ["/etc/hostname", "../../outside"], ids=["absolute", "up-past-the-top"])
@@ -379,7 +373,7 @@ def test_a_link_out_of_the_revision_tree_is_refused_and_nothing_exported(
     (project / "mylib" / "inside").symlink_to("version.py")  # a link within the tree is exported
     (project / "mylib" / "outside").symlink_to(target)
     git(project, "add", "mylib")
-    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "links")
+    git(project, *AUTHOR, "commit", "-q", "-m", "links")
     for _ in range(2):  # the same line again: nothing half-exported stands in the way
         result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -393,7 +387,7 @@ def test_a_link_out_of_the_revision_tree_is_refused_and_nothing_exported(
     assert not [p for p in cache.iterdir() if not p.name.endswith((".lock", ".holder"))]
     (project / "mylib" / "outside").unlink()
     git(project, "rm", "-q", "--cached", "mylib/outside")
-    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "inside only")
+    git(project, *AUTHOR, "commit", "-q", "-m", "inside only")
     fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
     pytester.runpytest("--gpu-perf", "--gpu-perf-against=HEAD").assert_outcomes(passed=1)
 
@@ -403,15 +397,15 @@ def test_a_folder_named_like_the_revision_is_not_used_silently(
 ) -> None:
     git(project, "branch", "rel")
     (project / "rel").mkdir()
-    commit = subprocess.run(["git", "-C", str(project), "rev-parse", "rel"], capture_output=True, text=True).stdout.strip()
+    branch_commit = subprocess.run(["git", "-C", str(project), "rev-parse", "rel"], capture_output=True, text=True).stdout.strip()
     result = pytester.runpytest("--gpu-perf", "--gpu-perf-against=rel")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([
-        f"ERROR: pytest-gpuperf: --gpu-perf-against 'rel' names both a git revision of {project} (commit {commit[:12]}) "
-        f"and the folder {project / 'rel'}; write ./rel for the folder, or the commit {commit[:12]} for the revision"
+        f"ERROR: pytest-gpuperf: --gpu-perf-against 'rel' names both a git revision of {project} (commit {branch_commit[:12]}) "
+        f"and the folder {project / 'rel'}; write ./rel for the folder, or the commit {branch_commit[:12]} for the revision"
     ])
     fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
-    pytester.runpytest("--gpu-perf", f"--gpu-perf-against={commit[:12]}").assert_outcomes(passed=1)
+    pytester.runpytest("--gpu-perf", f"--gpu-perf-against={branch_commit[:12]}").assert_outcomes(passed=1)
     assert seen(tmp_path) == {"head", "rev"}, "the revision, not the empty folder"
     pytester.runpytest("--gpu-perf", "--gpu-perf-against=./rel", "--gpu-perf-json=report.json").assert_outcomes(passed=1)
     note = json.loads((project / "report.json").read_text())["tests"][0]["measurements"][0]["note"]

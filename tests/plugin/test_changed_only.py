@@ -3,7 +3,6 @@ not timed and passes; anything not proven is timed, and says why."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,8 +17,9 @@ from pytest_gpuperf._timing.launch_identity import (
     Proof,
     compare,
 )
+from tests.plugin.git_repos import AUTHOR, commit, git
 
-TEST_MODULE = """
+LAUNCH = """
 from pytest_gpuperf import Variant
 from mylib import kernels
 
@@ -27,7 +27,9 @@ def launch():
     pass
 
 launch.fake_identity = kernels.IDENTITY
+"""
 
+TEST_MODULE = LAUNCH + """
 def test_k(gpu_perf):
     gpu_perf.measure(Variant("k", launch))
 """
@@ -58,9 +60,6 @@ GEMM = {"name": "gemm", "function": 0x1000, "grid": [132, 1, 1], "block": [256, 
 NORM = {"name": "norm", "function": 0x2000, "grid": [64, 1, 1], "params": ["00a0"]}
 
 
-def git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
-
 
 def write_kernels(root: Path, identity: Any, slow: Any = None, margin: float = 1.1) -> None:
     slow = slow if slow is not None else [dict(NORM, function=0x3000)]
@@ -76,8 +75,7 @@ def project(pytester: pytest.Pytester, fake_gpu: Callable[..., None], monkeypatc
     write_kernels(pytester.path, [GEMM, NORM])
     pytester.makepyfile(test_perf=TEST_MODULE, test_claim=CLAIM_MODULE)
     git(pytester.path, "init", "-q")
-    git(pytester.path, "add", ".")
-    git(pytester.path, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "rev")
+    commit(pytester.path, "rev")
     fake_gpu(times={"k": 10e-6, "k@rev": 10e-6})
     return pytester.path
 
@@ -181,7 +179,7 @@ def test_a_slower_change_is_still_caught(pytester: pytest.Pytester, project: Pat
 
 def test_two_functions_of_one_recorded_code_digest_are_proven(pytester: pytest.Pytester, project: Path) -> None:
     write_kernels(project, [dict(GEMM, code="c0de"), NORM])
-    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qam", "digest")
+    git(project, *AUTHOR, "commit", "-qam", "digest")
     write_kernels(project, [dict(GEMM, code="c0de", function=0x7777), NORM])
     run(pytester, "test_perf.py").assert_outcomes(passed=1)
     [identical] = report(project)["tests"][0]["identical"]
@@ -214,15 +212,7 @@ def test_a_claim_whose_margin_changed_is_timed(pytester: pytest.Pytester, projec
     assert report(project)["tests"][0]["comparisons"], "the claim was timed"
 
 
-STOPPING_MODULE = """
-from pytest_gpuperf import Variant
-from mylib import kernels
-
-def launch():
-    pass
-
-launch.fake_identity = kernels.IDENTITY
-launch.fake_seconds = 10e-6
+STOPPING_MODULE = LAUNCH + """launch.fake_seconds = 10e-6
 
 def test_stops(gpu_perf):
     gpu_perf.measure(Variant("k", launch))
@@ -235,8 +225,7 @@ def test_stops(gpu_perf):
 def test_a_test_that_stops_on_its_stand_in_run_is_timed(pytester: pytest.Pytester, project: Path) -> None:
     """Its calls after the stop are unknown on either side, so nothing is proven."""
     (project / "test_stops.py").write_text(STOPPING_MODULE)
-    git(project, "add", ".")
-    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "stops")
+    commit(project, "stops")
     run(pytester, "test_stops.py").assert_outcomes(passed=1)
     assert timed_because(project).startswith(
         "the test stopped before its end when run again with a stand-in (RuntimeError: a placeholder"
@@ -259,8 +248,7 @@ def test_a_changed_test_module_is_timed(pytester: pytest.Pytester, project: Path
 def test_a_change_to_the_plugin_times_everything(pytester: pytest.Pytester, project: Path) -> None:
     (project / "pytest_gpuperf").mkdir()
     (project / "pytest_gpuperf" / "__init__.py").write_text("# another plugin\n")
-    git(project, "add", ".")
-    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "plugin")
+    commit(project, "plugin")
     git(project, "rm", "-rq", "--cached", "pytest_gpuperf")
     (project / "pytest_gpuperf" / "__init__.py").unlink()
     (project / "pytest_gpuperf").rmdir()
@@ -341,15 +329,8 @@ def test_the_compiler_input_digest_ignores_where_the_tree_is_and_nothing_else(tm
     assert digest(one) != digest(two), "every header under an include folder counts"
 
 
-SKIPPING_MODULE = """
-import pytest
-from pytest_gpuperf import Variant
-from mylib import kernels
+SKIPPING_MODULE = LAUNCH + """import pytest
 
-def launch():
-    pass
-
-launch.fake_identity = kernels.IDENTITY
 launch.fake_seconds = 10e-6
 
 def test_skips_on_a_low_number(gpu_perf):
@@ -361,7 +342,6 @@ def test_skips_on_a_low_number(gpu_perf):
 def test_a_skip_called_for_on_a_placeholder_ends_the_stand_in_run_only(pytester: pytest.Pytester, project: Path) -> None:
     """The real test is not skipped by what its stand-in run did; the stand-in run stopped, so it is timed."""
     (project / "test_skips.py").write_text(SKIPPING_MODULE)
-    git(project, "add", ".")
-    git(project, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "skips")
+    commit(project, "skips")
     run(pytester, "test_skips.py").assert_outcomes(skipped=1)  # the real median is far below 2 s
     assert timed_because(project).startswith("the test stopped before its end when run again with a stand-in (Skipped:")
